@@ -1,0 +1,48 @@
+#ifndef XHC_KERNELS_CPU_NN_MATMUL_REF_H_
+#define XHC_KERNELS_CPU_NN_MATMUL_REF_H_
+
+// Naive reference for nn.Linear without bias: y = x · Wᵀ, W stored [out, in].
+// Templated so the finite-difference tests can run it in double.
+
+namespace xhc::nn::ref {
+
+// x is (M,K), w is (N,K), y is (M,N). Overwrites y.
+template <typename T>
+void matmul_forward(T* y, const T* x, const T* w, int M, int K, int N) {
+  for (int m = 0; m < M; ++m) {
+    for (int n = 0; n < N; ++n) {
+      T acc = 0;
+      for (int k = 0; k < K; ++k) acc += x[m * K + k] * w[n * K + k];
+      y[m * N + n] = acc;
+    }
+  }
+}
+
+// dy is (M,N), w is (N,K), dx is (M,K): dx = dy · W (overwrites, or adds if accumulate).
+template <typename T>
+void matmul_backward_input(T* dx, const T* dy, const T* w, int M, int K, int N,
+                           bool accumulate = false) {
+  for (int m = 0; m < M; ++m) {
+    for (int k = 0; k < K; ++k) {
+      T acc = 0;
+      for (int n = 0; n < N; ++n) acc += dy[m * N + n] * w[n * K + k];
+      dx[m * K + k] = accumulate ? dx[m * K + k] + acc : acc;
+    }
+  }
+}
+
+// dy is (M,N), x is (M,K), dw is (N,K): dw += dyᵀ · x.
+template <typename T>
+void matmul_backward_weight(T* dw, const T* dy, const T* x, int M, int K, int N) {
+  for (int n = 0; n < N; ++n) {
+    for (int k = 0; k < K; ++k) {
+      T acc = 0;
+      for (int m = 0; m < M; ++m) acc += dy[m * N + n] * x[m * K + k];
+      dw[n * K + k] += acc;
+    }
+  }
+}
+
+}  // namespace xhc::nn::ref
+
+#endif  // XHC_KERNELS_CPU_NN_MATMUL_REF_H_

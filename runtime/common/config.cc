@@ -1,0 +1,220 @@
+#include "runtime/common/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/config_reader.h"
+#include "runtime/common/status_macros.h"
+#include "yaml-cpp/yaml.h"
+
+namespace xhc {
+namespace {
+
+absl::Status Invalid(const std::string& key, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(key, ": ", why));
+}
+
+absl::Status ReadResidual(ConfigReader& r, ResidualConfig* res) {
+  std::string type = ResidualTypeName(res->type);
+  RETURN_IF_ERROR(r.Get("type", &type));
+  if (type == "vanilla") {
+    res->type = ResidualType::kVanilla;
+  } else if (type == "mhc") {
+    res->type = ResidualType::kMhc;
+  } else if (type == "xhc") {
+    res->type = ResidualType::kXhc;
+  } else {
+    return Invalid(r.Key("type"), absl::StrCat("unknown residual type '", type,
+                                               "' (expected vanilla, mhc or xhc)"));
+  }
+  const bool has_streams = r.Has("n_streams");
+  RETURN_IF_ERROR(r.Get("n_streams", &res->n_streams));
+  if (res->type == ResidualType::kVanilla) {
+    if (has_streams && res->n_streams != 1) {
+      return Invalid(r.Key("n_streams"), "vanilla residual has exactly 1 stream");
+    }
+    res->n_streams = 1;
+  } else if (res->type == ResidualType::kMhc && !has_streams) {
+    res->n_streams = 4;
+  }
+  RETURN_IF_ERROR(r.Get("n_active", &res->n_active));
+  RETURN_IF_ERROR(r.Get("n_fixed", &res->n_fixed));
+  RETURN_IF_ERROR(r.Get("conv_kernels", &res->conv_kernels));
+  RETURN_IF_ERROR(r.Get("gram_schmidt", &res->gram_schmidt));
+  RETURN_IF_ERROR(r.Get("sinkhorn_iters", &res->sinkhorn_iters));
+  return r.Finish();
+}
+
+absl::Status ReadModel(ConfigReader& r, ModelConfig* m) {
+  RETURN_IF_ERROR(r.Get("vocab_size", &m->vocab_size));
+  RETURN_IF_ERROR(r.Get("d_model", &m->d_model));
+  RETURN_IF_ERROR(r.Get("n_layers", &m->n_layers));
+  RETURN_IF_ERROR(r.Get("n_heads", &m->n_heads));
+  RETURN_IF_ERROR(r.Get("n_kv_heads", &m->n_kv_heads));
+  RETURN_IF_ERROR(r.Get("d_ff", &m->d_ff));
+  RETURN_IF_ERROR(r.Get("seq_len", &m->seq_len));
+  RETURN_IF_ERROR(r.Get("rope_theta", &m->rope_theta));
+  RETURN_IF_ERROR(r.Get("norm_eps", &m->norm_eps));
+  ConfigReader res({}, "");
+  RETURN_IF_ERROR(r.Child("residual", &res));
+  RETURN_IF_ERROR(ReadResidual(res, &m->residual));
+  RETURN_IF_ERROR(r.Finish());
+  return ValidateModel(*m);
+}
+
+absl::Status ReadOptim(ConfigReader& r, OptimConfig* o) {
+  RETURN_IF_ERROR(r.Get("lr", &o->lr));
+  RETURN_IF_ERROR(r.Get("warmup_steps", &o->warmup_steps));
+  RETURN_IF_ERROR(r.Get("min_lr_ratio", &o->min_lr_ratio));
+  RETURN_IF_ERROR(r.Get("beta1", &o->beta1));
+  RETURN_IF_ERROR(r.Get("beta2", &o->beta2));
+  RETURN_IF_ERROR(r.Get("eps", &o->eps));
+  RETURN_IF_ERROR(r.Get("weight_decay", &o->weight_decay));
+  RETURN_IF_ERROR(r.Get("grad_clip", &o->grad_clip));
+  RETURN_IF_ERROR(r.Finish());
+  if (!(o->lr > 0)) return Invalid("optim.lr", "must be > 0");
+  if (o->warmup_steps < 0) return Invalid("optim.warmup_steps", "must be >= 0");
+  if (o->min_lr_ratio < 0 || o->min_lr_ratio > 1) {
+    return Invalid("optim.min_lr_ratio", "must be in [0, 1]");
+  }
+  if (o->beta1 < 0 || o->beta1 >= 1) return Invalid("optim.beta1", "must be in [0, 1)");
+  if (o->beta2 < 0 || o->beta2 >= 1) return Invalid("optim.beta2", "must be in [0, 1)");
+  if (o->grad_clip < 0) return Invalid("optim.grad_clip", "must be >= 0 (0 disables)");
+  return absl::OkStatus();
+}
+
+absl::Status ReadTrain(ConfigReader& r, TrainConfig* t) {
+  RETURN_IF_ERROR(r.Get("steps", &t->steps));
+  RETURN_IF_ERROR(r.Get("batch_size", &t->batch_size));
+  RETURN_IF_ERROR(r.Get("microbatches", &t->microbatches));
+  RETURN_IF_ERROR(r.Get("seed", &t->seed));
+  RETURN_IF_ERROR(r.Get("eval_every", &t->eval_every));
+  RETURN_IF_ERROR(r.Get("eval_batches", &t->eval_batches));
+  RETURN_IF_ERROR(r.Get("log_every", &t->log_every));
+  RETURN_IF_ERROR(r.Finish());
+  if (t->steps < 0) return Invalid("train.steps", "must be >= 0");
+  if (t->batch_size < 1) return Invalid("train.batch_size", "must be >= 1");
+  if (t->microbatches < 1) return Invalid("train.microbatches", "must be >= 1");
+  if (t->eval_every < 0) return Invalid("train.eval_every", "must be >= 0");
+  if (t->eval_batches < 1) return Invalid("train.eval_batches", "must be >= 1");
+  if (t->log_every < 1) return Invalid("train.log_every", "must be >= 1");
+  return absl::OkStatus();
+}
+
+absl::Status ReadData(ConfigReader& r, DataConfig* d) {
+  if (r.Has("train")) {
+    // Either one path/glob or a list of them.
+    std::string single;
+    if (r.Get("train", &single).ok()) {
+      d->train = {single};
+    } else {
+      RETURN_IF_ERROR(r.Get("train", &d->train));
+    }
+  }
+  RETURN_IF_ERROR(r.Get("val_fraction", &d->val_fraction));
+  RETURN_IF_ERROR(r.Finish());
+  if (d->train.empty()) return Invalid("data.train", "needs at least one file or glob");
+  if (d->val_fraction <= 0 || d->val_fraction >= 0.5) {
+    return Invalid("data.val_fraction", "must be in (0, 0.5)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadRest(ConfigReader& root, Config* c) {
+  ConfigReader p({}, ""), ck({}, ""), f({}, "");
+  RETURN_IF_ERROR(root.Child("pipeline", &p));
+  RETURN_IF_ERROR(p.Get("schedule", &c->pipeline.schedule));
+  RETURN_IF_ERROR(p.Get("workers", &c->pipeline.workers));
+  RETURN_IF_ERROR(p.Get("chunks", &c->pipeline.chunks));
+  RETURN_IF_ERROR(p.Finish());
+  if (c->pipeline.workers < 1) return Invalid("pipeline.workers", "must be >= 1");
+  if (c->pipeline.chunks < 1) return Invalid("pipeline.chunks", "must be >= 1");
+  RETURN_IF_ERROR(root.Child("checkpoint", &ck));
+  RETURN_IF_ERROR(ck.Get("every", &c->checkpoint.every));
+  RETURN_IF_ERROR(ck.Get("keep", &c->checkpoint.keep));
+  RETURN_IF_ERROR(ck.Get("async", &c->checkpoint.async));
+  RETURN_IF_ERROR(ck.Finish());
+  if (c->checkpoint.every < 0) return Invalid("checkpoint.every", "must be >= 0");
+  if (c->checkpoint.keep < 1) return Invalid("checkpoint.keep", "must be >= 1");
+  RETURN_IF_ERROR(root.Child("fault", &f));
+  RETURN_IF_ERROR(f.Get("heartbeat_timeout", &c->fault.heartbeat_timeout_s));
+  RETURN_IF_ERROR(f.Get("step_timeout", &c->fault.step_timeout_s));
+  RETURN_IF_ERROR(f.Get("max_restarts", &c->fault.max_restarts));
+  RETURN_IF_ERROR(f.Finish());
+  if (c->fault.heartbeat_timeout_s <= 0) return Invalid("fault.heartbeat_timeout", "must be > 0");
+  if (c->fault.step_timeout_s <= 0) return Invalid("fault.step_timeout", "must be > 0");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<YAML::Node> ParseYaml(const std::string& text) {
+  try {
+    YAML::Node node = YAML::Load(text);
+    if (!node.IsMap() && !node.IsNull()) {
+      return absl::InvalidArgumentError("config: the top level must be a mapping");
+    }
+    return node;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config: YAML syntax error: ", e.what()));
+  }
+}
+
+}  // namespace
+
+std::string ResidualTypeName(ResidualType type) {
+  switch (type) {
+    case ResidualType::kVanilla:
+      return "vanilla";
+    case ResidualType::kMhc:
+      return "mhc";
+    case ResidualType::kXhc:
+      return "xhc";
+  }
+  return "?";
+}
+
+absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
+  ASSIGN_OR_RETURN(YAML::Node node, ParseYaml(yaml_text));
+  Config c;
+  c.source_yaml = yaml_text;
+  ConfigReader root(node, "");
+  ConfigReader model({}, ""), optim({}, ""), train({}, ""), data({}, "");
+  RETURN_IF_ERROR(root.Child("model", &model));
+  RETURN_IF_ERROR(ReadModel(model, &c.model));
+  RETURN_IF_ERROR(root.Child("optim", &optim));
+  RETURN_IF_ERROR(ReadOptim(optim, &c.optim));
+  RETURN_IF_ERROR(root.Child("train", &train));
+  RETURN_IF_ERROR(ReadTrain(train, &c.train));
+  RETURN_IF_ERROR(root.Child("data", &data));
+  RETURN_IF_ERROR(ReadData(data, &c.data));
+  RETURN_IF_ERROR(ReadRest(root, &c));
+  RETURN_IF_ERROR(root.Finish());
+  return c;
+}
+
+absl::StatusOr<ModelConfig> ParseModelOnly(const std::string& yaml_text) {
+  ASSIGN_OR_RETURN(YAML::Node node, ParseYaml(yaml_text));
+  ConfigReader root(node, "");
+  ConfigReader model({}, "");
+  RETURN_IF_ERROR(root.Child("model", &model));
+  ModelConfig m;
+  RETURN_IF_ERROR(ReadModel(model, &m));
+  return m;
+}
+
+absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("config file not found: ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  absl::StatusOr<Config> config = ParseConfig(buffer.str());
+  if (!config.ok()) {
+    return absl::Status(config.status().code(),
+                        absl::StrCat(path, ": ", config.status().message()));
+  }
+  return config;
+}
+
+}  // namespace xhc

@@ -1,0 +1,79 @@
+#include "runtime/common/config.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace xhc {
+namespace {
+
+// Expects ParseConfig(yaml) to fail with kInvalidArgument mentioning `key`.
+void ExpectRejected(const std::string& yaml, const std::string& key) {
+  absl::StatusOr<Config> c = ParseConfig(yaml);
+  ASSERT_FALSE(c.ok()) << "accepted: " << yaml;
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(c.status().message()).find(key), std::string::npos)
+      << "message '" << c.status().message() << "' does not name " << key;
+}
+
+TEST(Config, DefaultsFollowTheSpec) {
+  absl::StatusOr<Config> c = ParseConfig("model: {d_model: 64, n_heads: 4}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.vocab_size, 256);
+  EXPECT_EQ(c->model.d_ff, 256);  // 4·C rounded up to 64
+  EXPECT_EQ(c->model.residual.type, ResidualType::kXhc);
+  EXPECT_EQ(c->model.residual.n_streams, 16);
+  EXPECT_EQ(c->model.residual.n_active, 4);
+  EXPECT_EQ(c->model.residual.n_fixed, 2);
+  EXPECT_EQ(c->model.residual.conv_kernels, (std::vector<int>{4, 8, 12}));
+  EXPECT_EQ(c->model.residual.sinkhorn_iters, 20);
+}
+
+TEST(Config, ResidualTypesResolveStreams) {
+  absl::StatusOr<Config> mhc = ParseConfig("model: {residual: {type: mhc}}\n");
+  ASSERT_TRUE(mhc.ok()) << mhc.status();
+  EXPECT_EQ(mhc->model.residual.n_streams, 4);
+  absl::StatusOr<Config> vanilla = ParseConfig("model: {residual: {type: vanilla}}\n");
+  ASSERT_TRUE(vanilla.ok()) << vanilla.status();
+  EXPECT_EQ(vanilla->model.residual.n_streams, 1);
+}
+
+TEST(Config, BadInputNamesTheKey) {
+  ExpectRejected("model: {n_layer: 3}\n", "model.n_layer");
+  ExpectRejected("modle: {}\n", "modle");
+  ExpectRejected("model: {residual: {n_active: 20}}\n", "model.residual.n_active");
+  ExpectRejected("model: {residual: {n_fixed: 5}}\n", "model.residual.n_fixed");
+  ExpectRejected("model: {d_model: 100, n_heads: 3}\n", "model.n_heads");
+  ExpectRejected("model: {n_heads: 4, n_kv_heads: 3}\n", "model.n_kv_heads");
+  ExpectRejected("model: {residual: {type: xhc, n_streams: 1}}\n", "model.residual.n_streams");
+  ExpectRejected("model: {residual: {type: hyper}}\n", "model.residual.type");
+  ExpectRejected("model: {d_model: abc}\n", "model.d_model");
+  ExpectRejected("train: {batch_size: 0}\n", "train.batch_size");
+  ExpectRejected("optim: {lr: -1}\n", "optim.lr");
+  ExpectRejected("pipeline: {workers: 0}\n", "pipeline.workers");
+  ExpectRejected("checkpoint: {keep: 0}\n", "checkpoint.keep");
+  ExpectRejected("fault: {heartbeat_timeout: 0}\n", "fault.heartbeat_timeout");
+  ExpectRejected("model: [1, 2]\n", "model");
+  ExpectRejected("model: {d_model: [\n", "YAML");
+}
+
+TEST(Config, MissingFileIsNotFound) {
+  absl::StatusOr<Config> c = LoadConfigFile("/nonexistent/x.yaml");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Config, ModelYamlRoundTripsAndHashes) {
+  absl::StatusOr<Config> c = ParseConfig(
+      "model: {d_model: 96, n_heads: 6, n_kv_heads: 2, residual: {conv_kernels: [3, 5]}}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<ModelConfig> back = ParseModelOnly(ModelConfigToYaml(c->model));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(ModelConfigToYaml(*back), ModelConfigToYaml(c->model));
+  EXPECT_EQ(ModelConfigHash(*back), ModelConfigHash(c->model));
+  ModelConfig other = c->model;
+  other.n_layers += 1;
+  EXPECT_NE(ModelConfigHash(other), ModelConfigHash(c->model));
+}
+
+}  // namespace
+}  // namespace xhc

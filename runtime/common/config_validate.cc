@@ -1,0 +1,90 @@
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/config.h"
+
+// Cross-field checks of the model block (model-spec.md section 1), kept apart from parsing.
+namespace xhc {
+namespace {
+
+absl::Status Invalid(const std::string& key, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat("model.", key, ": ", why));
+}
+
+absl::Status ValidateResidual(const ResidualConfig& r) {
+  if (r.sinkhorn_iters < 1) return Invalid("residual.sinkhorn_iters", "must be >= 1");
+  if (r.type == ResidualType::kVanilla) return absl::OkStatus();
+  if (r.n_streams < 1) return Invalid("residual.n_streams", "must be >= 1");
+  if (r.type == ResidualType::kMhc) {
+    if (r.n_streams < 2) return Invalid("residual.n_streams", "mhc needs at least 2 streams");
+    return absl::OkStatus();
+  }
+  if (r.n_streams == 1) return Invalid("residual.n_streams", "xhc needs N > 1");
+  if (r.n_active < 1 || r.n_active > r.n_streams) {
+    return Invalid("residual.n_active",
+                   absl::StrFormat("k = %d must be in [1, n_streams = %d]", r.n_active,
+                                   r.n_streams));
+  }
+  if (r.n_fixed < 0 || r.n_fixed > r.n_active) {
+    return Invalid("residual.n_fixed", absl::StrFormat("m = %d must be in [0, n_active = %d]",
+                                                       r.n_fixed, r.n_active));
+  }
+  for (int width : r.conv_kernels) {
+    if (width < 1 || width > 1024) {
+      return Invalid("residual.conv_kernels", absl::StrCat("width ", width, " not in [1, 1024]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateModel(ModelConfig& m) {
+  if (m.vocab_size < 2) return Invalid("vocab_size", "must be >= 2");
+  if (m.d_model < 2) return Invalid("d_model", "must be >= 2");
+  if (m.n_layers < 1) return Invalid("n_layers", "must be >= 1");
+  if (m.n_heads < 1) return Invalid("n_heads", "must be >= 1");
+  if (m.d_model % m.n_heads != 0) {
+    return Invalid("n_heads", absl::StrFormat("%d heads do not divide d_model %d", m.n_heads,
+                                              m.d_model));
+  }
+  if (m.head_dim() % 2 != 0) {
+    return Invalid("n_heads", absl::StrCat("head dim ", m.head_dim(), " is odd (RoPE needs even)"));
+  }
+  if (m.n_kv_heads < 1 || m.n_heads % m.n_kv_heads != 0) {
+    return Invalid("n_kv_heads", absl::StrFormat("%d does not divide n_heads %d", m.n_kv_heads,
+                                                 m.n_heads));
+  }
+  if (m.d_ff == 0) m.d_ff = ((4 * m.d_model + 63) / 64) * 64;
+  if (m.d_ff < 1) return Invalid("d_ff", "must be >= 1");
+  if (m.seq_len < 1) return Invalid("seq_len", "must be >= 1");
+  if (!(m.rope_theta > 0)) return Invalid("rope_theta", "must be > 0");
+  if (!(m.norm_eps > 0)) return Invalid("norm_eps", "must be > 0");
+  return ValidateResidual(m.residual);
+}
+
+std::string ModelConfigToYaml(const ModelConfig& m) {
+  const ResidualConfig& r = m.residual;
+  return absl::StrFormat(
+      "model:\n  vocab_size: %d\n  d_model: %d\n  n_layers: %d\n  n_heads: %d\n"
+      "  n_kv_heads: %d\n  d_ff: %d\n  seq_len: %d\n  rope_theta: %.17g\n  norm_eps: %.17g\n"
+      "  residual:\n    type: %s\n    n_streams: %d\n    n_active: %d\n    n_fixed: %d\n"
+      "    conv_kernels: [%s]\n    gram_schmidt: %s\n    sinkhorn_iters: %d\n",
+      m.vocab_size, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.d_ff, m.seq_len,
+      m.rope_theta, m.norm_eps, ResidualTypeName(r.type), r.n_streams, r.n_active, r.n_fixed,
+      absl::StrJoin(r.conv_kernels, ", "), r.gram_schmidt ? "true" : "false", r.sinkhorn_iters);
+}
+
+std::string ModelConfigHash(const ModelConfig& m) {
+  // FNV-1a over the canonical YAML: stable across processes and hosts.
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : ModelConfigToYaml(m)) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+}  // namespace xhc
