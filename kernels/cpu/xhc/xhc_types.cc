@@ -1,0 +1,49 @@
+#include "kernels/cpu/xhc/xhc_types.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace xhc::kernels {
+
+absl::StatusOr<XhcDims> ResolveDims(const XhcConfig& cfg, int C) {
+  XhcDims d;
+  d.C = C;
+  d.N = cfg.n_streams;
+  if (C <= 0) return absl::InvalidArgumentError(absl::StrCat("model.d_model must be > 0, got ", C));
+  if (d.N < 1 || d.N > 256) {
+    return absl::InvalidArgumentError("residual.n_streams must be in [1, 256]");
+  }
+  if (cfg.sinkhorn_iters < 0) return absl::InvalidArgumentError("residual.sinkhorn_iters must be >= 0");
+  if (cfg.type == ResidualType::kMhc) {
+    d.k = d.N;
+    d.m = d.N;
+    d.has_router = false;
+    return d;
+  }
+  if (d.N < 2) return absl::InvalidArgumentError("residual.n_streams must be >= 2 for xhc");
+  d.k = cfg.n_active;
+  d.m = cfg.n_fixed;
+  if (d.k < 1 || d.k > d.N) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("residual.n_active must be in [1, n_streams], got ", d.k));
+  }
+  if (d.m < 0 || d.m > d.k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("residual.n_fixed must be in [0, n_active], got ", d.m));
+  }
+  d.has_router = true;
+  if (cfg.is_mlp) {
+    for (int w : cfg.conv_kernels) {
+      if (w < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("residual.conv_kernels entries must be >= 1, got ", w));
+      }
+    }
+    d.kernels = cfg.conv_kernels;
+    d.r = static_cast<int>(d.kernels.size());
+    d.K = 1 + d.r;
+  }
+  return d;
+}
+
+}  // namespace xhc::kernels

@@ -1,0 +1,149 @@
+#ifndef XHC_KERNELS_CPU_XHC_XHC_TYPES_H_
+#define XHC_KERNELS_CPU_XHC_XHC_TYPES_H_
+
+// Configuration, parameter, gradient and cache structs of the xHC residual sublayer
+// (model-spec.md section 4) shared by the reference (ref::) and optimized paths.
+//
+// Layouts (row-major, PyTorch nn.Linear style [out, in]):
+//   state X            (B, T, N, C)   token n = b*T + t, stream i, channel c
+//   router.weight      [N, N*C]       router.bias [N]
+//   pre.weight         [N, N*C]       pre.bias [N]       pre.alpha  scalar
+//   res.weight         [k*k, k*C]     res.bias [k*k]     res.alpha  scalar
+//   post.weight        [k*K, k*C]     post.bias [k*K]    post.alpha scalar
+//   conv.j.weight      [kappa_j, C]
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace xhc::kernels {
+
+enum class ResidualType { kXhc, kMhc };
+
+struct XhcConfig {
+  ResidualType type = ResidualType::kXhc;
+  int n_streams = 16;                     // N
+  int n_active = 4;                       // k (ignored by mhc: k = N)
+  int n_fixed = 2;                        // m (ignored by mhc: m = N)
+  std::vector<int> conv_kernels = {4, 8, 12};  // MLP side of xhc only
+  bool gram_schmidt = true;
+  int sinkhorn_iters = 20;
+  bool is_mlp = false;                    // attention side (false) or MLP side (true)
+};
+
+// Sizes derived from a validated config and the model width C.
+struct XhcDims {
+  int N = 0, k = 0, m = 0;
+  int K = 1;              // write components: 1 + r
+  int r = 0;              // number of temporal convolutions actually applied
+  int C = 0;
+  bool has_router = false;
+  std::vector<int> kernels;  // the r widths
+  int D() const { return N * C; }        // flattened state per token
+  int Da() const { return k * C; }       // flattened active streams per token
+  int Q() const { return k * k + k * K; }  // res rows then post rows
+};
+
+// Validates `cfg` (naming the offending key) and derives the sizes.
+absl::StatusOr<XhcDims> ResolveDims(const XhcConfig& cfg, int C);
+
+// Parameters by spec name. router_* and conv_weight are unused (may be null / empty) for mhc
+// and on the attention side respectively.
+template <typename T>
+struct XhcParamsT {
+  const T* router_weight = nullptr;
+  const T* router_bias = nullptr;
+  const T* pre_weight = nullptr;
+  const T* pre_bias = nullptr;
+  const T* pre_alpha = nullptr;
+  const T* res_weight = nullptr;
+  const T* res_bias = nullptr;
+  const T* res_alpha = nullptr;
+  const T* post_weight = nullptr;
+  const T* post_bias = nullptr;
+  const T* post_alpha = nullptr;
+  std::vector<const T*> conv_weight;  // conv.j.weight, j = 0 .. r-1
+};
+
+// Gradients of the same shape; every kernel ACCUMULATES (+=) so micro-batches sum up.
+template <typename T>
+struct XhcGradsT {
+  T* router_weight = nullptr;
+  T* router_bias = nullptr;
+  T* pre_weight = nullptr;
+  T* pre_bias = nullptr;
+  T* pre_alpha = nullptr;
+  T* res_weight = nullptr;
+  T* res_bias = nullptr;
+  T* res_alpha = nullptr;
+  T* post_weight = nullptr;
+  T* post_bias = nullptr;
+  T* post_alpha = nullptr;
+  std::vector<T*> conv_weight;
+};
+
+// Everything one sublayer's backward needs besides the saved input state X_in.
+// Owned by the caller, sized by the kernels (vectors are resized on XhcPre).
+// Per-token sizes, n = B*T tokens.
+template <typename T>
+struct XhcCacheT {
+  int B = 0, T_len = 0;
+  XhcDims dims;
+  // Written by XhcPre.
+  std::vector<int> idx;      // (n, k) active stream of each slot
+  std::vector<T> p;          // (n, k) slot weights (1 for fixed slots, s_idx otherwise)
+  std::vector<T> s;          // (n, N) router probabilities (xhc)
+  std::vector<T> hpre;       // (n, N) read map
+  std::vector<T> proj;       // (n, 2N) raw projections x.Wr^T (router), x.Wp^T (pre)
+  std::vector<T> mean;       // (n) LayerNorm mean of flat
+  std::vector<T> rstd_ln;    // (n) 1/sqrt(var + 1e-6)
+  std::vector<T> rstd;       // (n) 1/sqrt(mean(x^2) + 1e-6)
+  std::vector<T> xa;         // (n, k, C) old active streams Xa
+  std::vector<T> rstd_a;     // (n) rms factor of vec(Xa)
+  std::vector<T> map_raw;    // (n, Q) raw projections Xa.Wres^T then Xa.Wpost^T
+  std::vector<T> hres;       // (n, k, k)
+  std::vector<T> hpost;      // (n, k, K)
+  // Written by XhcPost.
+  std::vector<T> aug;        // (n, K, C) write components; aug[0] = out
+  // Written by the input-gradient backward, read by the weight-gradient backward.
+  std::vector<T> dz_proj;    // (n, 2N) d loss / d router pre-activation, d / d pre pre-act.
+  std::vector<T> dz_map;     // (n, Q) d loss / d res logits, d / d post pre-activation
+  std::vector<T> dg;         // (n, r, C) d loss / d conv output g_j (before Gram-Schmidt)
+  std::vector<T> scratch;    // implementation-private
+};
+
+using XhcParams = XhcParamsT<float>;
+using XhcGrads = XhcGradsT<float>;
+using XhcCache = XhcCacheT<float>;
+
+// Head reduce of spec 2.4: h = sigmoid(alpha * (rms(flat) . W^T) + b), y = sum_i h_i X_i.
+template <typename T>
+struct HeadParamsT {
+  const T* weight = nullptr;  // head_hc.weight [N, N*C]
+  const T* bias = nullptr;    // head_hc.bias [N]
+  const T* alpha = nullptr;   // head_hc.alpha scalar
+};
+template <typename T>
+struct HeadGradsT {
+  T* weight = nullptr;
+  T* bias = nullptr;
+  T* alpha = nullptr;
+};
+template <typename T>
+struct HeadCacheT {
+  std::vector<T> rstd;  // (n)
+  std::vector<T> proj;  // (n, N) raw x.W^T
+  std::vector<T> h;     // (n, N)
+  std::vector<T> dz;    // (n, N) stashed by the input-gradient backward
+};
+using HeadParams = HeadParamsT<float>;
+using HeadGrads = HeadGradsT<float>;
+using HeadCache = HeadCacheT<float>;
+
+constexpr double kNormEps = 1e-6;      // rms / ln epsilon of the residual maps
+constexpr double kSinkhornEps = 1e-6;  // added to row / column sums
+constexpr double kGramSchmidtEps = 1e-6;
+
+}  // namespace xhc::kernels
+
+#endif  // XHC_KERNELS_CPU_XHC_XHC_TYPES_H_

@@ -1,0 +1,85 @@
+#include "runtime/data/corpus.h"
+
+#include <glob.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/common/status_macros.h"
+
+namespace xhc {
+namespace {
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+absl::StatusOr<std::vector<std::string>> Expand(const std::string& pattern) {
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  }
+  ::globfree(&g);
+  std::sort(out.begin(), out.end());
+  std::vector<std::string> files;
+  for (const std::string& p : out) {
+    if (IsRegularFile(p)) files.push_back(p);
+  }
+  if (files.empty()) {
+    return absl::NotFoundError(absl::StrCat("data.train: '", pattern, "' matches no file"));
+  }
+  return files;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+absl::StatusOr<Corpus> LoadCorpus(const std::vector<std::string>& patterns, double val_fraction,
+                                  int64_t min_train_bytes) {
+  std::vector<std::string> files;
+  for (const std::string& pattern : patterns) {
+    ASSIGN_OR_RETURN(std::vector<std::string> matched, Expand(pattern));
+    files.insert(files.end(), matched.begin(), matched.end());
+  }
+  const std::set<std::string> names(files.begin(), files.end());
+  std::set<std::string> seen_real;
+  Corpus corpus;
+  std::vector<uint8_t> all;
+  for (const std::string& f : files) {
+    // fortune(6) ships a binary index X.dat beside each text file X: not text, skip it.
+    if (absl::EndsWith(f, ".dat") && names.count(f.substr(0, f.size() - 4))) continue;
+    char real[PATH_MAX];
+    const std::string key = ::realpath(f.c_str(), real) ? std::string(real) : f;
+    if (!seen_real.insert(key).second) continue;  // X.u8 -> X symlinks
+    ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(f));
+    all.insert(all.end(), bytes.begin(), bytes.end());
+    corpus.files.push_back(f);
+  }
+  const int64_t num_val = static_cast<int64_t>(static_cast<double>(all.size()) * val_fraction);
+  const int64_t num_train = static_cast<int64_t>(all.size()) - num_val;
+  if (num_train < min_train_bytes || num_val < min_train_bytes / 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.train: corpus has ", all.size(), " bytes; need at least ", min_train_bytes,
+        " training bytes (and a validation split of ", min_train_bytes / 8, ")"));
+  }
+  corpus.train.assign(all.begin(), all.begin() + num_train);
+  corpus.val.assign(all.begin() + num_train, all.end());
+  return corpus;
+}
+
+}  // namespace xhc

@@ -1,0 +1,33 @@
+#ifndef XHC_RUNTIME_DATA_CORPUS_H_
+#define XHC_RUNTIME_DATA_CORPUS_H_
+
+// A byte-level corpus (token = byte value, vocabulary 256) loaded from files or globs, split
+// deterministically into a training and a validation part.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace xhc {
+
+struct Corpus {
+  std::vector<uint8_t> train;
+  std::vector<uint8_t> val;
+  std::vector<std::string> files;  // in the order they were concatenated
+};
+
+// Expands each pattern (a path or a glob), sorts the matches, drops duplicates by real path
+// and fortune(6) index files (`X.dat` beside `X`), and concatenates the bytes. The last
+// `val_fraction` of the bytes is the validation split. A pattern matching nothing, or a
+// corpus too small for `min_train_bytes`, is an error naming the pattern.
+absl::StatusOr<Corpus> LoadCorpus(const std::vector<std::string>& patterns, double val_fraction,
+                                  int64_t min_train_bytes);
+
+// Reads a whole file (kNotFound naming it when absent).
+absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
+
+}  // namespace xhc
+
+#endif  // XHC_RUNTIME_DATA_CORPUS_H_
