@@ -6,8 +6,9 @@
 // (on the critical path) now and the weight gradient later (zero-bubble schedules).
 //
 // Contract for all three: row-major, densely packed, caller-allocated buffers; outputs do
-// not alias inputs. Deterministic: OpenBLAS partitions sgemm over M and N, never over K, so
-// every output element has the same summation order whatever the thread count.
+// not alias inputs. Deterministic for any OpenMP thread count: the output is cut into
+// fixed-size row blocks, each one single-threaded sgemm call on an OpenMP thread. To make
+// that hold these calls set OpenBLAS's own thread count to 1 (process-wide).
 
 namespace xhc::nn {
 
