@@ -1,0 +1,192 @@
+#include "runtime/checkpoint/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/manifest_json.h"
+#include "runtime/common/status_macros.h"
+
+namespace xhc {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr char kManifest[] = "MANIFEST.json";
+constexpr char kLatest[] = "LATEST";
+
+absl::StatusOr<std::string> ReadVerifiedShard(const std::string& step_dir, const ShardRecord& s) {
+  const std::string path = (fs::path(step_dir) / s.file).string();
+  absl::StatusOr<std::string> bytes = ReadWholeFile(path);
+  if (!bytes.ok()) return absl::DataLossError(absl::StrCat(path, ": shard missing"));
+  if (static_cast<int64_t>(bytes->size()) != s.bytes) {
+    return absl::DataLossError(absl::StrFormat("%s: size %d, manifest says %d (truncated?)",
+                                               path, bytes->size(), s.bytes));
+  }
+  const std::string sum = XxHash64Hex(*bytes);
+  if (sum != s.xxhash64) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": xxhash64 ", sum, " != manifest ", s.xxhash64, " (corrupted)"));
+  }
+  return bytes;
+}
+
+absl::StatusOr<Manifest> ReadManifest(const std::string& step_dir) {
+  const std::string path = (fs::path(step_dir) / kManifest).string();
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) {
+    return absl::DataLossError(absl::StrCat(path, ": manifest missing (unfinished checkpoint)"));
+  }
+  return DecodeManifest(*text, path);
+}
+
+int64_t StepOf(const std::string& name) {
+  int64_t step = -1;
+  absl::string_view rest = name;
+  if (!absl::ConsumePrefix(&rest, "step-")) return -1;
+  if (rest.empty() || rest.find_first_not_of("0123456789") != absl::string_view::npos) return -1;
+  step = std::stoll(std::string(rest));
+  return step;
+}
+
+void Prune(const std::string& root, int64_t newest_step, int keep) {
+  std::vector<std::string> committed = CommittedStepDirs(root);
+  for (size_t i = static_cast<size_t>(keep); i < committed.size(); ++i) {
+    std::error_code ec;
+    fs::remove_all(committed[i], ec);
+  }
+  // Unfinished older steps (no manifest) can never become valid: remove them too.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const int64_t step = StepOf(entry.path().filename().string());
+    if (step >= 0 && step < newest_step && !fs::exists(entry.path() / kManifest)) {
+      fs::remove_all(entry.path(), ec);
+    }
+  }
+}
+
+}  // namespace
+
+std::string StepDirName(int64_t step) { return absl::StrFormat("step-%06d", step); }
+
+absl::StatusOr<ShardRecord> WriteShard(const std::string& step_dir, const std::string& file,
+                                       const std::vector<TensorView>& tensors) {
+  std::error_code ec;
+  fs::create_directories(step_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("create ", step_dir, ": ", ec.message()));
+  const std::string bytes = EncodeSafetensors(tensors, {{"format", "pt"}});
+  RETURN_IF_ERROR(WriteFileAtomic((fs::path(step_dir) / file).string(), bytes));
+  ShardRecord record;
+  record.file = file;
+  record.bytes = static_cast<int64_t>(bytes.size());
+  record.xxhash64 = XxHash64Hex(bytes);
+  for (const TensorView& t : tensors) record.tensors.push_back(t.name);
+  std::sort(record.tensors.begin(), record.tensors.end());
+  return record;
+}
+
+absl::Status CommitCheckpoint(const std::string& root, const Manifest& manifest, int keep) {
+  const std::string step_dir = (fs::path(root) / StepDirName(manifest.step)).string();
+  for (const ShardRecord& s : manifest.shards) {
+    if (!fs::exists(fs::path(step_dir) / s.file)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("commit of ", step_dir, ": shard ", s.file, " is not durable yet"));
+    }
+  }
+  RETURN_IF_ERROR(
+      WriteFileAtomic((fs::path(step_dir) / kManifest).string(), EncodeManifest(manifest)));
+  RETURN_IF_ERROR(WriteFileAtomic((fs::path(root) / kLatest).string(),
+                                  StepDirName(manifest.step) + "\n"));
+  Prune(root, manifest.step, keep);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Manifest> VerifyCheckpoint(const std::string& step_dir) {
+  ASSIGN_OR_RETURN(Manifest m, ReadManifest(step_dir));
+  for (const ShardRecord& s : m.shards) {
+    ASSIGN_OR_RETURN(std::string bytes, ReadVerifiedShard(step_dir, s));
+    ASSIGN_OR_RETURN(SafetensorsContents c,
+                     DecodeSafetensors(bytes, (fs::path(step_dir) / s.file).string()));
+    for (const std::string& name : s.tensors) {
+      if (!c.tensors.count(name)) {
+        return absl::DataLossError(absl::StrCat(step_dir, "/", s.file, ": tensor '", name,
+                                                "' listed in the manifest is missing"));
+      }
+    }
+  }
+  return m;
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& step_dir) {
+  LoadedCheckpoint out;
+  out.dir = step_dir;
+  ASSIGN_OR_RETURN(out.manifest, ReadManifest(step_dir));
+  for (const ShardRecord& s : out.manifest.shards) {
+    ASSIGN_OR_RETURN(std::string bytes, ReadVerifiedShard(step_dir, s));
+    const std::string origin = (fs::path(step_dir) / s.file).string();
+    ASSIGN_OR_RETURN(SafetensorsContents c, DecodeSafetensors(bytes, origin));
+    for (const std::string& name : s.tensors) {
+      auto it = c.tensors.find(name);
+      if (it == c.tensors.end()) {
+        return absl::DataLossError(absl::StrCat(origin, ": tensor '", name, "' missing"));
+      }
+      if (!out.tensors.emplace(name, std::move(it->second)).second) {
+        return absl::DataLossError(absl::StrCat(origin, ": tensor '", name, "' in two shards"));
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> CommittedStepDirs(const std::string& root) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const int64_t step = StepOf(entry.path().filename().string());
+    if (step >= 0 && fs::exists(entry.path() / kManifest)) {
+      found.emplace_back(step, entry.path().string());
+    }
+  }
+  std::sort(found.rbegin(), found.rend());
+  std::vector<std::string> dirs;
+  for (auto& [step, dir] : found) dirs.push_back(dir);
+  return dirs;
+}
+
+absl::StatusOr<std::string> LatestStepDir(const std::string& root) {
+  absl::StatusOr<std::string> text = ReadWholeFile((fs::path(root) / kLatest).string());
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat(root, ": no LATEST checkpoint"));
+  std::string name(absl::StripAsciiWhitespace(*text));
+  if (StepOf(name) < 0) {
+    return absl::DataLossError(absl::StrCat(root, "/LATEST: '", name, "' is not a step name"));
+  }
+  return (fs::path(root) / name).string();
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadNewestValid(const std::string& root,
+                                                 std::vector<std::string>* warnings) {
+  std::vector<std::string> candidates;
+  absl::StatusOr<std::string> latest = LatestStepDir(root);
+  if (latest.ok()) candidates.push_back(*latest);
+  for (const std::string& dir : CommittedStepDirs(root)) {
+    if (std::find(candidates.begin(), candidates.end(), dir) == candidates.end()) {
+      candidates.push_back(dir);
+    }
+  }
+  if (candidates.empty()) {
+    return absl::NotFoundError(absl::StrCat(root, ": no committed checkpoint"));
+  }
+  absl::Status last;
+  for (const std::string& dir : candidates) {
+    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(dir);
+    if (loaded.ok()) return loaded;
+    last = loaded.status();
+    if (warnings) warnings->push_back(absl::StrCat("skipping ", dir, ": ", last.message()));
+  }
+  return absl::DataLossError(
+      absl::StrCat(root, ": no checkpoint passes verification; last error: ", last.message()));
+}
+
+}  // namespace xhc

@@ -1,0 +1,153 @@
+#include "runtime/checkpoint/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "runtime/checkpoint/file_io.h"
+
+namespace xhc {
+namespace fs = std::filesystem;
+namespace {
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = (fs::path(::testing::TempDir()) /
+             ::testing::UnitTest::GetInstance()->current_test_info()->name())
+                .string();
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    for (int i = 0; i < 6; ++i) a_.push_back(0.5f * i - 1.0f);
+  }
+
+  // Writes a two-shard checkpoint for `step` and commits it.
+  void WriteStep(int64_t step, int keep = 3) {
+    const std::string dir = (fs::path(root_) / StepDirName(step)).string();
+    b_ = static_cast<float>(step);
+    Manifest m;
+    m.step = step;
+    m.config_yaml = "model: {}\n";
+    m.sampler_step = step;
+    m.rng = {{"seed", "7"}};
+    auto s0 = WriteShard(dir, "chunk-0.safetensors", {{"layers.0.w", {2, 3}, a_.data()}});
+    auto s1 = WriteShard(dir, "chunk-1.safetensors", {{"head_hc.alpha", {}, &b_}});
+    ASSERT_TRUE(s0.ok() && s1.ok());
+    m.shards = {*s0, *s1};
+    ASSERT_TRUE(CommitCheckpoint(root_, m, keep).ok());
+  }
+
+  void CorruptByte(const std::string& path, size_t offset) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(offset));
+    char c;
+    f.read(&c, 1);
+    c ^= 0x5a;
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(&c, 1);
+  }
+
+  std::string root_;
+  std::vector<float> a_;
+  float b_ = 0;
+};
+
+TEST_F(CheckpointTest, RoundTripByName) {
+  WriteStep(10);
+  absl::StatusOr<std::string> latest = LatestStepDir(root_);
+  ASSERT_TRUE(latest.ok());
+  absl::StatusOr<LoadedCheckpoint> c = LoadCheckpoint(*latest);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->manifest.step, 10);
+  EXPECT_EQ(c->manifest.rng.at("seed"), "7");
+  ASSERT_EQ(c->tensors.size(), 2u);
+  EXPECT_EQ(c->tensors.at("layers.0.w").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(c->tensors.at("layers.0.w").values, a_);
+  EXPECT_TRUE(c->tensors.at("head_hc.alpha").shape.empty());
+  EXPECT_EQ(c->tensors.at("head_hc.alpha").values[0], 10.0f);
+}
+
+TEST_F(CheckpointTest, FlippedByteIsDataLossNamingTheShard) {
+  WriteStep(1);
+  const std::string shard = root_ + "/step-000001/chunk-0.safetensors";
+  CorruptByte(shard, fs::file_size(shard) - 3);
+  absl::StatusOr<LoadedCheckpoint> c = LoadCheckpoint(root_ + "/step-000001");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(c.status().message()).find("chunk-0.safetensors"), std::string::npos);
+  EXPECT_EQ(VerifyCheckpoint(root_ + "/step-000001").status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST_F(CheckpointTest, TruncatedShardAndManifestAreRefused) {
+  WriteStep(2);
+  const std::string shard = root_ + "/step-000002/chunk-1.safetensors";
+  fs::resize_file(shard, fs::file_size(shard) - 1);
+  EXPECT_EQ(LoadCheckpoint(root_ + "/step-000002").status().code(), absl::StatusCode::kDataLoss);
+  WriteStep(3);
+  const std::string manifest = root_ + "/step-000003/MANIFEST.json";
+  fs::resize_file(manifest, fs::file_size(manifest) / 2);
+  EXPECT_EQ(LoadCheckpoint(root_ + "/step-000003").status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(CheckpointTest, MissingTensorIsRefused) {
+  WriteStep(4);
+  // Rewrite shard 0 without its tensor and recommit a manifest whose checksum matches the
+  // new file but which still lists the tensor: only the name check can catch it.
+  const std::string dir = root_ + "/step-000004";
+  absl::StatusOr<ShardRecord> empty = WriteShard(dir, "chunk-0.safetensors", {});
+  ASSERT_TRUE(empty.ok());
+  absl::StatusOr<LoadedCheckpoint> before = LoadCheckpoint(dir);
+  EXPECT_EQ(before.status().code(), absl::StatusCode::kDataLoss);  // checksum changed
+  Manifest m;
+  m.step = 4;
+  m.shards = {*empty};
+  m.shards[0].tensors = {"layers.0.w"};
+  ASSERT_TRUE(CommitCheckpoint(root_, m, 3).ok());
+  absl::StatusOr<LoadedCheckpoint> c = LoadCheckpoint(dir);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(c.status().message()).find("layers.0.w"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, FallsBackToPreviousCommitAndPrunes) {
+  WriteStep(5);
+  WriteStep(6);
+  CorruptByte(root_ + "/step-000006/chunk-0.safetensors", 20);
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> c = LoadNewestValid(root_, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->manifest.step, 5);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("step-000006"), std::string::npos);
+  // keep = 2: after two more commits only the two newest remain.
+  WriteStep(7, 2);
+  WriteStep(8, 2);
+  std::vector<std::string> dirs = CommittedStepDirs(root_);
+  ASSERT_EQ(dirs.size(), 2u);
+  EXPECT_NE(dirs[0].find("step-000008"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, UnfinishedStepIsNeverLoaded) {
+  WriteStep(9);
+  // Shards of step 10 written, manifest never committed (a worker died mid-checkpoint).
+  ASSERT_TRUE(WriteShard(root_ + "/step-000010", "chunk-0.safetensors",
+                         {{"layers.0.w", {2, 3}, a_.data()}})
+                  .ok());
+  absl::StatusOr<LoadedCheckpoint> c = LoadNewestValid(root_, nullptr);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->manifest.step, 9);
+  EXPECT_EQ(CommittedStepDirs(root_).size(), 1u);
+}
+
+TEST(Safetensors, RejectsGarbageHeader) {
+  std::string bytes(8, '\0');
+  bytes[0] = 100;  // header longer than the file
+  EXPECT_EQ(DecodeSafetensors(bytes, "x").status().code(), absl::StatusCode::kDataLoss);
+  const float v[2] = {1, 2};
+  std::string good = EncodeSafetensors({{"a", {2}, v}}, {});
+  good.resize(good.size() - 4);  // truncated data
+  EXPECT_EQ(DecodeSafetensors(good, "x").status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace xhc

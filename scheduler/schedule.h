@@ -1,0 +1,91 @@
+#ifndef XHC_SCHEDULER_SCHEDULE_H_
+#define XHC_SCHEDULER_SCHEDULE_H_
+
+// Pipeline schedules as data: a pure, deterministic function of the request.
+//
+// Stage layout per type (num_stages = S, ranks = R, micro-batches = M):
+//   gpipe, 1f1b, zb1p   S = R, rank r holds stage r.
+//   interleaved1f1b     S = R*V (V = num_chunks), rank r holds stages r, r+R, ..., r+(V-1)R
+//                       (Megatron's virtual pipeline); requires M % R == 0.
+//   dualpipe            R even, S = R; rank r holds stage r and its mirror R-1-r, i.e. two
+//                       replicas of every stage exist. Micro-batches [0, M/2) enter at rank 0
+//                       and run stages 0..S-1 on ranks 0..R-1; micro-batches [M/2, M) enter at
+//                       rank R-1 and run stages 0..S-1 on ranks R-1..0. The replicas' weight
+//                       gradients are summed by REDUCE_GRAD. Requires M even and M >= 2R.
+//   dualpipev           S = 2R in a V: rank r holds stages r and 2R-1-r; every micro-batch
+//                       enters at rank 0 and the loss (stage 2R-1) is on rank 0; the hand-over
+//                       from stage R-1 to R stays on rank R-1. Requires M >= 2R.
+// The loss is computed by the last stage S-1 on LossRanks() (two ranks for dualpipe).
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/action.h"
+
+namespace xhc::scheduler {
+
+struct ScheduleRequest {
+  std::string type;  // gpipe | 1f1b | interleaved1f1b | zb1p | dualpipe | dualpipev
+  int num_ranks = 1;
+  int num_microbatches = 1;
+  int num_chunks = 1;  // stages per rank; only interleaved1f1b takes more than 1
+};
+
+// The canonical spelling of a schedule type ("interleaved-1f1b" -> "interleaved1f1b"), or
+// kInvalidArgument listing the known types.
+absl::StatusOr<std::string> CanonicalType(const std::string& type);
+
+struct Schedule {
+  std::string type;
+  int num_ranks = 0;
+  int num_microbatches = 0;
+  int num_chunks = 1;
+  int num_stages = 0;
+  // rank_stages[r]: the stages rank r holds, ascending.
+  std::vector<std::vector<int>> rank_stages;
+  // stage_mb_rank[s][j]: the rank that runs stage s for micro-batch j. One rank per stage
+  // except for dualpipe, where the micro-batch's entry end picks the replica.
+  std::vector<std::vector<int>> stage_mb_rank;
+  // rank_actions[r]: rank r's compute actions (F/B/I/W/FB) in execution order.
+  std::vector<std::vector<Action>> rank_actions;
+
+  int RankOf(int stage_idx, int microbatch_idx) const {
+    return stage_mb_rank[stage_idx][microbatch_idx];
+  }
+  // Every rank holding a replica of stage_idx, ascending.
+  std::vector<int> StageToRanks(int stage_idx) const;
+  bool HoldsStage(int rank, int stage_idx) const;
+  int loss_stage() const { return num_stages - 1; }
+  // Ranks that compute the loss: {R-1} normally, {0} for dualpipev, {R-1, 0} for dualpipe.
+  std::vector<int> LossRanks() const;
+  // The rank at which micro-batch j's first stage runs (dualpipe: 0 or R-1; otherwise 0).
+  int EntryRank(int microbatch_idx) const { return RankOf(0, microbatch_idx); }
+
+  // Per-rank lists with communication inserted, which is what a worker executes:
+  //  * after a compute action, a SEND_F / SEND_B for each output whose consumer runs on
+  //    another rank (outputs consumed on the same rank, e.g. dualpipev's bottom of the V,
+  //    need no message);
+  //  * each RECV_F / RECV_B is posted one compute action ahead of its consumer (before
+  //    the preceding compute action, or at the start), so the transfer overlaps that
+  //    compute while at most one extra receive buffer per direction is held;
+  //  * for dualpipe, a REDUCE_GRAD per held stage at the end, peer = the other replica.
+  // Receives are non-blocking posts; the consuming compute action waits for them. Sends
+  // are non-blocking; buffers may be reused once the send completes.
+  std::vector<std::vector<Action>> Lower() const;
+};
+
+// Builds the schedule, or kInvalidArgument naming what is wrong with the request.
+absl::StatusOr<Schedule> BuildSchedule(const ScheduleRequest& request);
+
+// Rebuilds the layout from foreign per-rank action lists (e.g. a PyTorch CSV): the rank
+// running F of (s, j) owns (s, j); stages/micro-batches are counted from the actions.
+// Communication actions are kept and their peer_rank filled in from that ownership.
+absl::StatusOr<Schedule> ScheduleFromActions(std::vector<std::vector<Action>> rank_actions);
+
+// Fills peer_rank of every communication action from the schedule's layout.
+absl::Status FillPeers(const Schedule& schedule, std::vector<std::vector<Action>>& lists);
+
+}  // namespace xhc::scheduler
+
+#endif  // XHC_SCHEDULER_SCHEDULE_H_
