@@ -12,7 +12,7 @@
 namespace xhc::scheduler {
 namespace {
 
-constexpr std::array<std::pair<ActionType, std::string_view>, 10> kNames = {{
+constexpr std::array<std::pair<ActionType, absl::string_view>, 10> kNames = {{
     {ActionType::kForward, "F"},
     {ActionType::kBackward, "B"},
     {ActionType::kBackwardInput, "I"},
@@ -25,14 +25,14 @@ constexpr std::array<std::pair<ActionType, std::string_view>, 10> kNames = {{
     {ActionType::kReduceGrad, "REDUCE_GRAD"},
 }};
 
-std::string_view NameOf(ActionType type) {
+absl::string_view NameOf(ActionType type) {
   for (const auto& [t, name] : kNames) {
     if (t == type) return name;
   }
   return "?";
 }
 
-absl::StatusOr<Action> ParseSimple(std::string_view token) {
+absl::StatusOr<Action> ParseSimple(absl::string_view token) {
   size_t pos = 0;
   while (pos < token.size() && absl::ascii_isdigit(token[pos])) ++pos;
   int stage_idx = 0;
@@ -41,8 +41,8 @@ absl::StatusOr<Action> ParseSimple(std::string_view token) {
   }
   size_t end = pos;
   while (end < token.size() && !absl::ascii_isdigit(token[end])) ++end;
-  std::string_view name = token.substr(pos, end - pos);
-  std::string_view mb_text = token.substr(end);
+  absl::string_view name = token.substr(pos, end - pos);
+  absl::string_view mb_text = token.substr(end);
   for (const auto& [type, known] : kNames) {
     if (known != name || type == ActionType::kOverlapFB) continue;
     Action action;
@@ -105,13 +105,13 @@ std::string ToString(const Action& a) {
   return absl::StrCat(a.stage_idx, NameOf(a.type), a.microbatch_idx);
 }
 
-absl::StatusOr<Action> ParseAction(std::string_view token) {
+absl::StatusOr<Action> ParseAction(absl::string_view token) {
   token = absl::StripAsciiWhitespace(token);
   if (!absl::ConsumePrefix(&token, "(")) return ParseSimple(token);
   if (!absl::ConsumeSuffix(&token, ")OVERLAP_F_B")) {
     return absl::InvalidArgumentError(absl::StrCat("bad overlapped action '(", token, "'"));
   }
-  std::vector<std::string_view> halves = absl::StrSplit(token, ';');
+  std::vector<absl::string_view> halves = absl::StrSplit(token, ';');
   if (halves.size() != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("overlapped action '", token, "' must pair exactly two actions"));

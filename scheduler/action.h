@@ -19,7 +19,7 @@
 // peer_rank names the other end of a SEND/RECV/REDUCE_GRAD and is -1 for compute actions.
 
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -69,7 +69,7 @@ struct Action {
 std::string ToString(const Action& action);
 
 // Parses a token written by ToString (or by PyTorch). peer_rank comes back as -1.
-absl::StatusOr<Action> ParseAction(std::string_view token);
+absl::StatusOr<Action> ParseAction(absl::string_view token);
 
 }  // namespace xhc::scheduler
 

@@ -165,23 +165,29 @@ std::vector<int> Schedule::LossRanks() const {
 }
 
 std::vector<std::vector<Action>> Schedule::Lower() const {
-  std::vector<std::vector<Action>> out(num_ranks);
-  for (int r = 0; r < num_ranks; ++r) {
-    const auto& compute = rank_actions[r];
+  return LowerActions(*this, rank_actions);
+}
+
+std::vector<std::vector<Action>> LowerActions(const Schedule& layout,
+                                              const std::vector<std::vector<Action>>& lists) {
+  const Schedule& s = layout;
+  std::vector<std::vector<Action>> out(lists.size());
+  for (int r = 0; r < static_cast<int>(lists.size()); ++r) {
+    const auto& compute = lists[r];
     auto& list = out[r];
     for (size_t k = 0; k < compute.size(); ++k) {
       // Post the receives of action k+1 before running action k (see header).
       if (k == 0) {
-        for (const Action& a : RecvsFor(*this, r, compute[0])) list.push_back(a);
+        for (const Action& a : RecvsFor(s, r, compute[0])) list.push_back(a);
       }
       if (k + 1 < compute.size()) {
-        for (const Action& a : RecvsFor(*this, r, compute[k + 1])) list.push_back(a);
+        for (const Action& a : RecvsFor(s, r, compute[k + 1])) list.push_back(a);
       }
       list.push_back(compute[k]);
-      for (const Action& a : SendsFor(*this, r, compute[k])) list.push_back(a);
+      for (const Action& a : SendsFor(s, r, compute[k])) list.push_back(a);
     }
-    for (int st : rank_stages[r]) {
-      for (int peer : StageToRanks(st)) {
+    for (int st : s.rank_stages[r]) {
+      for (int peer : s.StageToRanks(st)) {
         if (peer != r) list.push_back(Action::Comm(ActionType::kReduceGrad, st, -1, peer));
       }
     }
@@ -242,7 +248,7 @@ absl::Status FillPeers(const Schedule& s, std::vector<std::vector<Action>>& list
   return absl::OkStatus();
 }
 
-absl::StatusOr<Schedule> ScheduleFromActions(std::vector<std::vector<Action>> lists) {
+absl::StatusOr<Schedule> ScheduleFromActions(const std::vector<std::vector<Action>>& lists) {
   Schedule s;
   s.type = "custom";
   s.num_ranks = static_cast<int>(lists.size());
@@ -280,7 +286,6 @@ absl::StatusOr<Schedule> ScheduleFromActions(std::vector<std::vector<Action>> li
   for (int st = 0; st < s.num_stages; ++st) {
     for (int r : s.StageToRanks(st)) s.rank_stages[r].push_back(st);
   }
-  if (absl::Status st = FillPeers(s, lists); !st.ok()) return st;
   s.rank_actions.assign(s.num_ranks, {});
   for (int r = 0; r < s.num_ranks; ++r) {
     for (const Action& a : lists[r]) {

@@ -79,9 +79,13 @@ struct Schedule {
 absl::StatusOr<Schedule> BuildSchedule(const ScheduleRequest& request);
 
 // Rebuilds the layout from foreign per-rank action lists (e.g. a PyTorch CSV): the rank
-// running F of (s, j) owns (s, j); stages/micro-batches are counted from the actions.
-// Communication actions are kept and their peer_rank filled in from that ownership.
-absl::StatusOr<Schedule> ScheduleFromActions(std::vector<std::vector<Action>> rank_actions);
+// running F of (s, j) owns (s, j); stages/micro-batches are counted from the actions. The
+// result's rank_actions keep only the compute actions; type is "custom".
+absl::StatusOr<Schedule> ScheduleFromActions(const std::vector<std::vector<Action>>& lists);
+
+// Lower() for arbitrary compute lists over `layout`'s stage ownership.
+std::vector<std::vector<Action>> LowerActions(const Schedule& layout,
+                                              const std::vector<std::vector<Action>>& compute);
 
 // Fills peer_rank of every communication action from the schedule's layout.
 absl::Status FillPeers(const Schedule& schedule, std::vector<std::vector<Action>>& lists);
