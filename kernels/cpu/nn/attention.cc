@@ -1,68 +1,81 @@
 #include "kernels/cpu/nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "third_party/openblas_cblas.h"
 
 namespace xhc::nn {
 namespace {
 
-// Strided view of one head of a (B,T,heads,dh) tensor: row t starts at base + t·stride.
-struct HeadView {
+// Query rows per block. Each block multiplies against only the causal prefix of keys
+// [0, i0 + rows), so about half of the full T×T work is skipped, and every product is a
+// single-threaded sgemm of a shape fixed by (T, dh) alone: same calls, same bits, for any
+// number of OpenMP threads (OpenBLAS itself is pinned to one thread, see matmul.cc).
+constexpr int kQueryBlock = 64;
+
+void pin_openblas_to_one_thread() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+// One head of a (B,T,heads,dh) tensor: row t at base + t·ld.
+struct Head {
   const float* base;
-  long stride;
-  const float* row(int t) const { return base + t * stride; }
+  int ld;
+  const float* row(int t) const { return base + static_cast<long>(t) * ld; }
 };
 
-// Copies rows 0..T-1 of a head into a (dh, T) matrix so that a query's scores against all
-// keys become dh unit-stride axpys over keys, which vectorize without a horizontal sum.
-void transpose_head(std::vector<float>& dst, HeadView src, int T, int dh) {
-  dst.resize(static_cast<size_t>(dh) * T);
-  for (int t = 0; t < T; ++t) {
-    const float* r = src.row(t);
-    for (int d = 0; d < dh; ++d) dst[static_cast<size_t>(d) * T + t] = r[d];
+// c (m,n; ldc) = alpha · a (m,k; lda) · bᵀ (b is (n,k; ldb)) + beta · c.
+void gemm_nt(int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+             int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+              c, ldc);
+}
+
+// c (m,n) = alpha · a (m,k) · b (k,n) + beta · c.
+void gemm_nn(int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+             int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+              c, ldc);
+}
+
+// c (m,n) = alpha · aᵀ (a is (k,m)) · b (k,n) + beta · c.
+void gemm_tn(int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+             int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+              c, ldc);
+}
+
+// In place over one score row s[0..n): softmax over the causal part j ≤ i, zero beyond.
+// Returns the log-sum-exp of the causal part.
+float causal_softmax_row(float* s, int i, int n) {
+  float mx = -INFINITY;
+  for (int j = 0; j <= i; ++j) mx = std::max(mx, s[j]);
+  float sum = 0.0f;
+  for (int j = 0; j <= i; ++j) {
+    s[j] = std::exp(s[j] - mx);
+    sum += s[j];
   }
+  const float inv = 1.0f / sum;
+  for (int j = 0; j <= i; ++j) s[j] *= inv;
+  for (int j = i + 1; j < n; ++j) s[j] = 0.0f;
+  return mx + std::log(sum);
 }
 
-// s[j] = Σ_d a[d]·mt[d][j] for j < n, where mt is a (dh, T) transposed head.
-void row_times_transposed(float* s, const float* a, const float* mt, int n, int T, int dh) {
-  for (int j = 0; j < n; ++j) s[j] = 0.0f;
-  for (int d = 0; d < dh; ++d) {
-    const float ad = a[d];
-    const float* m = mt + static_cast<size_t>(d) * T;
-#pragma omp simd
-    for (int j = 0; j < n; ++j) s[j] += ad * m[j];
-  }
-}
-
-// y[d] += a · x[d] over one head row.
-inline void axpy(float* y, float a, const float* x, int dh) {
-#pragma omp simd
-  for (int d = 0; d < dh; ++d) y[d] += a * x[d];
-}
-
-// One (b, h) pair: all query rows against the causal prefix of keys.
-void forward_head(float* out, float* lse, HeadView q, HeadView k, HeadView v, long out_stride,
-                  int T, int dh, float scale) {
-  std::vector<float> kt, s(T), qs(dh), o(dh);
-  transpose_head(kt, k, T, dh);
-  for (int i = 0; i < T; ++i) {
-    const float* qi = q.row(i);
-    for (int d = 0; d < dh; ++d) qs[d] = qi[d] * scale;
-    const int n = i + 1;
-    row_times_transposed(s.data(), qs.data(), kt.data(), n, T, dh);
-    float mx = -INFINITY;
-    for (int j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
-    float sum = 0.0f;
-    for (int j = 0; j < n; ++j) {
-      s[j] = std::exp(s[j] - mx);
-      sum += s[j];
+// One (b, h) pair. lse points at this head's T entries.
+void forward_head(float* out, float* lse, Head q, Head k, Head v, int T, int dh, float scale) {
+  std::vector<float> p(static_cast<size_t>(kQueryBlock) * T);
+  for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
+    const int rows = std::min(kQueryBlock, T - i0), n = i0 + rows;
+    // p (rows, n) = scale · q[i0:] · k[0:n]ᵀ
+    gemm_nt(rows, n, dh, scale, q.row(i0), q.ld, k.base, k.ld, 0.0f, p.data(), T);
+    for (int r = 0; r < rows; ++r) {
+      lse[i0 + r] = causal_softmax_row(p.data() + static_cast<size_t>(r) * T, i0 + r, n);
     }
-    lse[i] = mx + std::log(sum);
-    for (int d = 0; d < dh; ++d) o[d] = 0.0f;
-    for (int j = 0; j < n; ++j) axpy(o.data(), s[j], v.row(j), dh);
-    const float inv = 1.0f / sum;
-    float* oi = out + i * out_stride;
-    for (int d = 0; d < dh; ++d) oi[d] = o[d] * inv;
+    // out[i0:] (rows, dh) = p · v[0:n]
+    gemm_nn(rows, dh, n, 1.0f, p.data(), T, v.base, v.ld, 0.0f,
+            out + static_cast<long>(i0) * q.ld, q.ld);
   }
 }
 
@@ -70,53 +83,75 @@ void forward_head(float* out, float* lse, HeadView q, HeadView k, HeadView v, lo
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        int B, int T, int H, int Hkv, int dh) {
+  pin_openblas_to_one_thread();
   const int group = H / Hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  const long qs = static_cast<long>(H) * dh, ks = static_cast<long>(Hkv) * dh;
+  const int qs = H * dh, ks = Hkv * dh;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int bh = 0; bh < B * H; ++bh) {
     const int b = bh / H, h = bh % H, g = h / group;
     const long qoff = static_cast<long>(b) * T * qs + static_cast<long>(h) * dh;
     const long koff = static_cast<long>(b) * T * ks + static_cast<long>(g) * dh;
     forward_head(out + qoff, lse + static_cast<long>(bh) * T, {q + qoff, qs}, {k + koff, ks},
-                 {v + koff, ks}, qs, T, dh, scale);
+                 {v + koff, ks}, T, dh, scale);
   }
 }
 
 namespace {
 
-// Everything one backward task reads for a single query head.
+// What backward reads and writes for one query head (same layout as q).
 struct QueryHead {
-  HeadView q, dout, out;
-  float* dq;  // same layout as q
+  Head q, dout, out;
+  float* dq;
   const float* lse;
 };
 
-// Accumulates one query head's contribution into dk, dv (rows of this task's kv head, with
-// the same stride as k) and writes its dq. kt/vt are the transposed k and v of the kv head.
-void backward_query_head(const QueryHead& qh, HeadView k, float* dk, float* dv, long kv_stride,
-                         const float* kt, const float* vt, int T, int dh, float scale) {
-  std::vector<float> p(T), dp(T), qs(dh);
-  for (int i = 0; i < T; ++i) {
-    const float* qi = qh.q.row(i);
-    const float* doi = qh.dout.row(i);
-    const float* oi = qh.out.row(i);
-    for (int d = 0; d < dh; ++d) qs[d] = qi[d] * scale;
-    const int n = i + 1;
-    row_times_transposed(p.data(), qs.data(), kt, n, T, dh);
-    row_times_transposed(dp.data(), doi, vt, n, T, dh);
+// Per-task scratch: probabilities and their gradients for one query block.
+struct Scratch {
+  std::vector<float> p, dp;
+  explicit Scratch(int T)
+      : p(static_cast<size_t>(kQueryBlock) * T), dp(static_cast<size_t>(kQueryBlock) * T) {}
+};
+
+// dp ← P ⊙ (dP − D_i) · scale, row by row; D_i = dout_i · out_i. Masked entries stay 0
+// because P is 0 there.
+void softmax_backward_rows(Scratch& s, const QueryHead& qh, int i0, int rows, int n, int T,
+                           int dh, float scale) {
+  for (int r = 0; r < rows; ++r) {
+    const float* doi = qh.dout.row(i0 + r);
+    const float* oi = qh.out.row(i0 + r);
     float D = 0.0f;
     for (int d = 0; d < dh; ++d) D += doi[d] * oi[d];
-    const float l = qh.lse[i];
-    float* dqi = qh.dq + (qi - qh.q.base);
-    for (int d = 0; d < dh; ++d) dqi[d] = 0.0f;
-    for (int j = 0; j < n; ++j) {
-      const float pj = std::exp(p[j] - l);
-      const float ds = pj * (dp[j] - D) * scale;
-      axpy(dqi, ds, k.row(j), dh);
-      axpy(dk + j * kv_stride, ds, qi, dh);
-      axpy(dv + j * kv_stride, pj, doi, dh);
+    float* pr = s.p.data() + static_cast<size_t>(r) * T;
+    float* dpr = s.dp.data() + static_cast<size_t>(r) * T;
+#pragma omp simd
+    for (int j = 0; j < n; ++j) dpr[j] = pr[j] * (dpr[j] - D) * scale;
+  }
+}
+
+// One query head's contribution: writes its dq, adds into the kv head's dk, dv.
+void backward_query_head(const QueryHead& qh, Head k, Head v, float* dk, float* dv,
+                         Scratch& s, int T, int dh, float scale) {
+  for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
+    const int rows = std::min(kQueryBlock, T - i0), n = i0 + rows;
+    // Recompute P from the saved log-sum-exp.
+    gemm_nt(rows, n, dh, scale, qh.q.row(i0), qh.q.ld, k.base, k.ld, 0.0f, s.p.data(), T);
+    for (int r = 0; r < rows; ++r) {
+      float* pr = s.p.data() + static_cast<size_t>(r) * T;
+      const float l = qh.lse[i0 + r];
+      const int i = i0 + r;
+      for (int j = 0; j <= i; ++j) pr[j] = std::exp(pr[j] - l);
+      for (int j = i + 1; j < n; ++j) pr[j] = 0.0f;
     }
+    // dP (rows, n) = dout[i0:] · v[0:n]ᵀ
+    gemm_nt(rows, n, dh, 1.0f, qh.dout.row(i0), qh.dout.ld, v.base, v.ld, 0.0f, s.dp.data(),
+            T);
+    softmax_backward_rows(s, qh, i0, rows, n, T, dh, scale);
+    const long qrow = static_cast<long>(i0) * qh.q.ld;
+    // dq[i0:] = dS · k[0:n];  dk[0:n] += dSᵀ · q[i0:];  dv[0:n] += Pᵀ · dout[i0:]
+    gemm_nn(rows, dh, n, 1.0f, s.dp.data(), T, k.base, k.ld, 0.0f, qh.dq + qrow, qh.q.ld);
+    gemm_tn(n, dh, rows, 1.0f, s.dp.data(), T, qh.q.row(i0), qh.q.ld, 1.0f, dk, k.ld);
+    gemm_tn(n, dh, rows, 1.0f, s.p.data(), T, qh.dout.row(i0), qh.dout.ld, 1.0f, dv, k.ld);
   }
 }
 
@@ -125,26 +160,26 @@ void backward_query_head(const QueryHead& qh, HeadView k, float* dk, float* dv, 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, const float* out, const float* lse,
                         int B, int T, int H, int Hkv, int dh) {
+  pin_openblas_to_one_thread();
   const int group = H / Hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  const long qs = static_cast<long>(H) * dh, ks = static_cast<long>(Hkv) * dh;
+  const int qs = H * dh, ks = Hkv * dh;
   // One task per (b, kv head): it owns those dk/dv rows, so the group's query heads add into
-  // them in head order and row order with no cross-thread reduction.
+  // them in head order and block order with no cross-thread reduction.
 #pragma omp parallel for schedule(dynamic, 1)
   for (int bg = 0; bg < B * Hkv; ++bg) {
     const int b = bg / Hkv, g = bg % Hkv;
     const long koff = static_cast<long>(b) * T * ks + static_cast<long>(g) * dh;
     for (int t = 0; t < T; ++t) {
-      for (int d = 0; d < dh; ++d) dk[koff + t * ks + d] = dv[koff + t * ks + d] = 0.0f;
+      std::fill_n(dk + koff + static_cast<long>(t) * ks, dh, 0.0f);
+      std::fill_n(dv + koff + static_cast<long>(t) * ks, dh, 0.0f);
     }
-    std::vector<float> kt, vt;
-    transpose_head(kt, {k + koff, ks}, T, dh);
-    transpose_head(vt, {v + koff, ks}, T, dh);
+    Scratch scratch(T);
     for (int h = g * group; h < (g + 1) * group; ++h) {
       const long qoff = static_cast<long>(b) * T * qs + static_cast<long>(h) * dh;
       const QueryHead qh{{q + qoff, qs}, {dout + qoff, qs}, {out + qoff, qs}, dq + qoff,
                          lse + (static_cast<long>(b) * H + h) * T};
-      backward_query_head(qh, {k + koff, ks}, dk + koff, dv + koff, ks, kt.data(), vt.data(), T,
+      backward_query_head(qh, {k + koff, ks}, {v + koff, ks}, dk + koff, dv + koff, scratch, T,
                           dh, scale);
     }
   }

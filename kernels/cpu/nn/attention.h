@@ -8,7 +8,9 @@
 //
 // All buffers caller-allocated, row-major, no aliasing; H must be a multiple of Hkv.
 // Forward is parallel over (b, h); backward over (b, kv head), each task summing its query
-// heads and query rows in a fixed order, so results are bit-identical for any thread count.
+// heads and query blocks in a fixed order. Inside a task, 64-row query blocks multiply
+// against their causal key prefix with single-threaded sgemm calls of fixed shapes, so
+// results are bit-identical for any thread count (OpenBLAS is pinned to one thread).
 
 namespace xhc::nn {
 

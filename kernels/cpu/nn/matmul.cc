@@ -11,7 +11,7 @@ namespace {
 // different edge kernels), so parallelism is ours: the output is cut into blocks of a fixed
 // size, independent of the thread count, and OpenMP threads each run single-threaded sgemm
 // calls on whole blocks. Same blocks, same calls, same bits for any number of threads.
-constexpr int kBlock = 64;
+constexpr int kBlock = 128;
 
 void pin_openblas_to_one_thread() {
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
