@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
               "bwd %.2f ms (%.1f GFLOP/s)\n",
               B, T, H, Hkv, dh, fwd, 2 * attn_flop / fwd / 1e6, bwd, 4 * attn_flop / bwd / 1e6);
 
-  const auto x = random_vec(static_cast<size_t>(M) * C, 5), w = random_vec(size_t{C} * C, 6),
+  const auto x = random_vec(static_cast<size_t>(M) * C, 5), w = random_vec(static_cast<size_t>(C) * C, 6),
              dy = random_vec(static_cast<size_t>(M) * C, 7);
   std::vector<float> y(x.size()), dx(x.size()), dw(w.size());
   const double mm_flop = 2.0 * M * C * C;
