@@ -1,0 +1,181 @@
+#include "runtime/model/params.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "runtime/data/sampler.h"
+
+namespace xhc::model {
+namespace {
+
+uint64_t HashName(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// A standard normal draw for element i of the parameter keyed `key` (Box–Muller on two
+// SplitMix64 uniforms): portable, unlike std::normal_distribution.
+double NormalAt(uint64_t key, int64_t i) {
+  const uint64_t a = Mix64(key + 2 * static_cast<uint64_t>(i));
+  const uint64_t b = Mix64(key + 2 * static_cast<uint64_t>(i) + 1);
+  const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;         // [0, 1)
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+template <typename T>
+void AddHc(const ModelConfig& cfg, int layer, bool is_mlp, ParamSetT<T>* ps) {
+  const ResidualConfig& r = cfg.residual;
+  const int64_t N = r.n_streams, C = cfg.d_model;
+  const bool xhc = r.type == ResidualType::kXhc;
+  const int64_t k = xhc ? r.n_active : N;
+  const int64_t K = (xhc && is_mlp) ? 1 + static_cast<int64_t>(r.conv_kernels.size()) : 1;
+  const std::string p = HcPrefix(layer, is_mlp);
+  if (xhc) {
+    ps->Add(p + "router.weight", {N, N * C}, true);
+    ps->Add(p + "router.bias", {N}, false);
+  }
+  ps->Add(p + "pre.weight", {N, N * C}, true);
+  ps->Add(p + "pre.bias", {N}, false);
+  ps->Add(p + "pre.alpha", {}, false);
+  ps->Add(p + "res.weight", {k * k, k * C}, true);
+  ps->Add(p + "res.bias", {k * k}, false);
+  ps->Add(p + "res.alpha", {}, false);
+  ps->Add(p + "post.weight", {k * K, k * C}, true);
+  ps->Add(p + "post.bias", {k * K}, false);
+  ps->Add(p + "post.alpha", {}, false);
+  if (xhc && is_mlp) {
+    for (size_t j = 0; j < r.conv_kernels.size(); ++j) {
+      ps->Add(absl::StrCat(p, "conv.", j, ".weight"), {r.conv_kernels[j], C}, false);
+    }
+  }
+}
+
+template <typename T>
+void AddLayer(const ModelConfig& cfg, int l, ParamSetT<T>* ps) {
+  const int64_t C = cfg.d_model, dh = cfg.head_dim(), F = cfg.d_ff;
+  const int64_t H = cfg.n_heads, Hkv = cfg.n_kv_heads;
+  const std::string p = absl::StrCat("layers.", l, ".");
+  const bool hc = cfg.residual.type != ResidualType::kVanilla;
+  if (hc) AddHc(cfg, l, false, ps);
+  ps->Add(p + "attn_norm.weight", {C}, false);
+  ps->Add(p + "attn.wq.weight", {H * dh, C}, true);
+  ps->Add(p + "attn.wk.weight", {Hkv * dh, C}, true);
+  ps->Add(p + "attn.wv.weight", {Hkv * dh, C}, true);
+  ps->Add(p + "attn.wo.weight", {C, H * dh}, true);
+  if (hc) AddHc(cfg, l, true, ps);
+  ps->Add(p + "mlp_norm.weight", {C}, false);
+  ps->Add(p + "mlp.w1.weight", {F, C}, true);
+  ps->Add(p + "mlp.w3.weight", {F, C}, true);
+  ps->Add(p + "mlp.w2.weight", {C, F}, true);
+}
+
+// Spec section 5: the initial value of every element of `name`.
+void InitOne(const ModelConfig& cfg, uint64_t seed, const std::string& name,
+             std::vector<double>* out) {
+  const double residual_std = 0.02 / std::sqrt(2.0 * cfg.n_layers);
+  std::vector<double>& v = *out;
+  auto fill = [&](double value) { std::fill(v.begin(), v.end(), value); };
+  auto normal = [&](double std) {
+    const uint64_t key = Mix64(seed ^ HashName(name));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std * NormalAt(key, static_cast<int64_t>(i));
+  };
+  if (absl::EndsWith(name, "norm.weight")) return fill(1.0);
+  if (absl::EndsWith(name, ".alpha")) return fill(0.01);
+  if (absl::StrContains(name, ".conv.")) return fill(0.0);
+  if (absl::EndsWith(name, "res.bias")) {
+    const int64_t k = static_cast<int64_t>(std::llround(std::sqrt(double(v.size()))));
+    for (int64_t i = 0; i < k * k; ++i) v[i] = (i / k == i % k) ? 0.0 : -4.0;
+    return;
+  }
+  if (absl::EndsWith(name, ".bias")) return fill(0.0);
+  if (absl::EndsWith(name, "attn.wo.weight") || absl::EndsWith(name, "mlp.w2.weight")) {
+    return normal(residual_std);
+  }
+  normal(0.02);  // every other weight: linears, embedding, lm_head, residual maps
+}
+
+}  // namespace
+
+std::string HcPrefix(int layer, bool is_mlp) {
+  return absl::StrCat("layers.", layer, is_mlp ? ".mlp_hc." : ".attn_hc.");
+}
+
+template <typename T>
+ParamT<T>* ParamSetT<T>::Add(const std::string& name, std::vector<int64_t> shape, bool decay) {
+  auto p = std::make_unique<ParamT<T>>();
+  p->name = name;
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  p->shape = std::move(shape);
+  p->decay = decay;
+  p->value.assign(static_cast<size_t>(n), T(0));
+  p->grad.assign(static_cast<size_t>(n), T(0));
+  ParamT<T>* raw = p.get();
+  by_name_[name] = raw;
+  params_.push_back(std::move(p));
+  return raw;
+}
+
+template <typename T>
+ParamT<T>* ParamSetT<T>::Find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+template <typename T>
+void ParamSetT<T>::ZeroGrads() {
+  for (auto& p : params_) std::fill(p->grad.begin(), p->grad.end(), T(0));
+}
+
+template <typename T>
+int64_t ParamSetT<T>::TotalElements() const {
+  int64_t n = 0;
+  for (const auto& p : params_) n += p->numel();
+  return n;
+}
+
+template <typename T>
+ParamSetT<T> BuildStageParams(const ModelConfig& cfg, const StageSpec& spec) {
+  ParamSetT<T> ps;
+  const int64_t C = cfg.d_model, V = cfg.vocab_size, N = cfg.residual.n_streams;
+  if (spec.has_embed) ps.Add("embed.weight", {V, C}, false);
+  for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) AddLayer(cfg, l, &ps);
+  if (spec.has_head) {
+    if (N > 1) {
+      ps.Add("head_hc.weight", {N, N * C}, true);
+      ps.Add("head_hc.bias", {N}, false);
+      ps.Add("head_hc.alpha", {}, false);
+    }
+    ps.Add("final_norm.weight", {C}, false);
+    ps.Add("lm_head.weight", {V, C}, true);
+  }
+  return ps;
+}
+
+template <typename T>
+void InitParams(const ModelConfig& cfg, uint64_t seed, ParamSetT<T>* params) {
+  std::vector<double> values;
+  for (const auto& p : params->all()) {
+    values.assign(p->value.size(), 0.0);
+    InitOne(cfg, seed, p->name, &values);
+    for (size_t i = 0; i < values.size(); ++i) {
+      // Round through float so the float and double models start from the same weights.
+      p->value[i] = static_cast<T>(static_cast<float>(values[i]));
+    }
+  }
+}
+
+template class ParamSetT<float>;
+template class ParamSetT<double>;
+template ParamSetT<float> BuildStageParams<float>(const ModelConfig&, const StageSpec&);
+template ParamSetT<double> BuildStageParams<double>(const ModelConfig&, const StageSpec&);
+template void InitParams<float>(const ModelConfig&, uint64_t, ParamSetT<float>*);
+template void InitParams<double>(const ModelConfig&, uint64_t, ParamSetT<double>*);
+
+}  // namespace xhc::model

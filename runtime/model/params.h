@@ -1,0 +1,72 @@
+#ifndef XHC_RUNTIME_MODEL_PARAMS_H_
+#define XHC_RUNTIME_MODEL_PARAMS_H_
+
+// Parameters addressed by the global names of model-spec.md section 7. A stage (any
+// contiguous range of layers, plus the embedding on the first stage and head_hc /
+// final_norm / lm_head on the last) builds exactly its own tensors; initialisation depends
+// only on (seed, name), so the same seed gives bit-identical weights whatever the range.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/common/config.h"
+
+namespace xhc::model {
+
+struct StageSpec {
+  int first_layer = 0;
+  int num_layers = 0;
+  bool has_embed = false;  // embedding + expand
+  bool has_head = false;   // head_hc reduce + final_norm + lm_head + loss
+
+  static StageSpec Full(const ModelConfig& cfg) { return {0, cfg.n_layers, true, true}; }
+};
+
+template <typename T>
+struct ParamT {
+  std::string name;
+  std::vector<int64_t> shape;  // [] for scalars
+  bool decay = false;          // AdamW weight decay (rank-2 matrices except embed.weight)
+  std::vector<T> value;
+  std::vector<T> grad;         // accumulated over the micro-batches of a step
+  std::vector<T> exp_avg;      // AdamW moments (allocated on the first step or on load)
+  std::vector<T> exp_avg_sq;
+
+  int64_t numel() const { return static_cast<int64_t>(value.size()); }
+};
+
+template <typename T>
+class ParamSetT {
+ public:
+  ParamT<T>* Add(const std::string& name, std::vector<int64_t> shape, bool decay);
+  // nullptr when absent.
+  ParamT<T>* Find(const std::string& name) const;
+  const std::vector<std::unique_ptr<ParamT<T>>>& all() const { return params_; }
+  void ZeroGrads();
+  int64_t TotalElements() const;
+
+ private:
+  std::vector<std::unique_ptr<ParamT<T>>> params_;  // canonical order (stable addresses)
+  std::map<std::string, ParamT<T>*> by_name_;
+};
+
+// Creates the stage's parameters (zero values) in canonical order.
+template <typename T>
+ParamSetT<T> BuildStageParams(const ModelConfig& cfg, const StageSpec& spec);
+
+// Spec section 5 initialisation from (seed, name) only.
+template <typename T>
+void InitParams(const ModelConfig& cfg, uint64_t seed, ParamSetT<T>* params);
+
+// The residual-map prefix of a sublayer: "layers.3.mlp_hc.".
+std::string HcPrefix(int layer, bool is_mlp);
+
+extern template class ParamSetT<float>;
+extern template class ParamSetT<double>;
+
+}  // namespace xhc::model
+
+#endif  // XHC_RUNTIME_MODEL_PARAMS_H_

@@ -1,0 +1,144 @@
+#include "runtime/model/stage.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/model/backend.h"
+#include "runtime/model/stage_state.h"
+
+namespace xhc::model {
+
+template <typename T>
+StageModelT<T>::StageModelT(const ModelConfig& cfg, const StageSpec& spec, ParamSetT<T>* params)
+    : cfg_(cfg), spec_(spec), params_(params) {
+  if (spec.has_embed) embed_ = params->Find("embed.weight");
+  for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) {
+    layers_.push_back(ResolveLayer(cfg, l, *params));
+  }
+  if (spec.has_head) head_ = ResolveHead(cfg, *params);
+}
+
+template <typename T>
+StageModelT<T>::~StageModelT() = default;
+
+template <typename T>
+int64_t StageModelT<T>::StateElements(int B) const {
+  return static_cast<int64_t>(B) * cfg_.seq_len * cfg_.residual.n_streams * cfg_.d_model;
+}
+
+template <typename T>
+absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx,
+                                             std::vector<T>* X) {
+  using K = Backend<T>;
+  const LayerWeights<T>& lw = layers_[sub_idx / 2];
+  const bool is_mlp = sub_idx % 2 == 1;
+  SublayerState<T>& s = st->subs[sub_idx];
+  const int B = st->B, C = cfg_.d_model, n = B * cfg_.seq_len;
+  std::vector<T> u(static_cast<size_t>(n) * C), out(u.size());
+  const bool hc = cfg_.residual.type != ResidualType::kVanilla;
+  const HcWeights<T>& hw = is_mlp ? lw.mlp_hc : lw.attn_hc;
+  if (hc) {
+    s.X_in = *X;
+    RETURN_IF_ERROR(K::Xhc::Pre(hw.config, hw.params, B, cfg_.seq_len, C, X->data(), u.data(),
+                                &s.cache));
+  } else {
+    std::copy(X->begin(), X->end(), u.begin());  // N = 1: u is the state
+  }
+  if (is_mlp) {
+    MlpForward(cfg_, lw.mlp, B, u.data(), out.data(), &s.mlp);
+  } else {
+    AttentionForward(cfg_, lw.attn, B, u.data(), out.data(), &s.attn);
+  }
+  if (hc) return K::Xhc::Post(hw.config, hw.params, out.data(), X->data(), &s.cache);
+  for (size_t i = 0; i < out.size(); ++i) (*X)[i] += out[i];
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::StatusOr<double> StageModelT<T>::ForwardHead(MicrobatchState<T>* st, const std::vector<T>& X,
+                                                   std::vector<T>* logits) {
+  using K = Backend<T>;
+  const int C = cfg_.d_model, V = cfg_.vocab_size, N = cfg_.residual.n_streams;
+  const int n = st->B * cfg_.seq_len;
+  st->y.assign(static_cast<size_t>(n) * C, T(0));
+  if (N > 1) {
+    st->X_final = X;
+    RETURN_IF_ERROR(K::Xhc::HeadForward(head_.hc, n, N, C, X.data(), st->y.data(),
+                                        &st->head_cache));
+  } else {
+    std::copy(X.begin(), X.end(), st->y.begin());
+  }
+  st->rstd_f.resize(n);
+  st->z.resize(st->y.size());
+  K::RmsnormForward(st->z.data(), st->rstd_f.data(), st->y.data(),
+                    head_.final_norm->value.data(), n, C, cfg_.norm_eps);
+  logits->resize(static_cast<size_t>(n) * V);
+  K::MatmulForward(logits->data(), st->z.data(), head_.lm_head->value.data(), n, C, V);
+  if (st->targets.empty()) return 0.0;
+  st->lse.resize(n);
+  return K::CrossEntropyForward(st->lse.data(), logits->data(), st->targets.data(), n, V);
+}
+
+template <typename T>
+absl::StatusOr<double> StageModelT<T>::RunForward(MicrobatchState<T>* st, int B,
+                                                  const int32_t* tokens, const int32_t* targets,
+                                                  const T* x_in, T* x_out,
+                                                  std::vector<T>* logits) {
+  using K = Backend<T>;
+  const int Tl = cfg_.seq_len, C = cfg_.d_model, N = cfg_.residual.n_streams, n = B * Tl;
+  st->B = B;
+  st->subs.resize(2 * layers_.size());
+  std::vector<T> X(static_cast<size_t>(StateElements(B)));
+  if (spec_.has_embed) {
+    st->tokens.assign(tokens, tokens + n);
+    std::vector<T> e(static_cast<size_t>(n) * C);
+    for (int i = 0; i < n; ++i) {
+      const int tok = tokens[i];
+      if (tok < 0 || tok >= cfg_.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("token id ", tok, " outside vocabulary"));
+      }
+      std::memcpy(&e[static_cast<size_t>(i) * C], &embed_->value[static_cast<size_t>(tok) * C],
+                  sizeof(T) * C);
+    }
+    K::Xhc::ExpandForward(n, N, C, e.data(), X.data());
+  } else {
+    std::copy(x_in, x_in + X.size(), X.begin());
+  }
+  for (int s = 0; s < static_cast<int>(st->subs.size()); ++s) {
+    RETURN_IF_ERROR(ForwardSublayer(st, s, &X));
+  }
+  if (!spec_.has_head) {
+    std::copy(X.begin(), X.end(), x_out);
+    return 0.0;
+  }
+  if (targets != nullptr) st->targets.assign(targets, targets + n);
+  return ForwardHead(st, X, logits);
+}
+
+template <typename T>
+absl::StatusOr<double> StageModelT<T>::Forward(int mb, int B, const int32_t* tokens,
+                                               const int32_t* targets, const T* x_in, T* x_out) {
+  if (inflight_.count(mb)) {
+    return absl::FailedPreconditionError(absl::StrCat("micro-batch ", mb, " already in flight"));
+  }
+  auto st = std::make_unique<MicrobatchState<T>>();
+  ASSIGN_OR_RETURN(double loss, RunForward(st.get(), B, tokens, targets, x_in, x_out, &st->logits));
+  inflight_[mb] = std::move(st);
+  return loss;
+}
+
+template <typename T>
+absl::StatusOr<double> StageModelT<T>::ForwardOnly(int B, const int32_t* tokens,
+                                                   const int32_t* targets, const T* x_in,
+                                                   T* x_out, std::vector<T>* logits) {
+  MicrobatchState<T> st;
+  std::vector<T> local;
+  return RunForward(&st, B, tokens, targets, x_in, x_out, logits ? logits : &local);
+}
+
+template class StageModelT<float>;
+template class StageModelT<double>;
+
+}  // namespace xhc::model

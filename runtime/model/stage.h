@@ -1,0 +1,89 @@
+#ifndef XHC_RUNTIME_MODEL_STAGE_H_
+#define XHC_RUNTIME_MODEL_STAGE_H_
+
+// One pipeline stage of the xHC language model (model-spec.md sections 2–4): a contiguous
+// range of layers, plus the embedding + expand on the first stage and the head reduce,
+// final norm, LM head and loss on the last. The whole model is the stage with
+// StageSpec::Full.
+//
+// Work on micro-batch `mb` comes in three calls, which the pipeline schedules issue at
+// different times (F, I, W; a plain backward is I then W):
+//   Forward(mb)        saves activations for mb;
+//   BackwardInput(mb)  produces the gradient for the previous stage and queues mb's
+//                      weight-gradient work (a FIFO per micro-batch);
+//   BackwardWeight(mb) runs that queue, accumulating into ParamT::grad, then frees mb.
+// Several micro-batches may be in flight at once.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/common/config.h"
+#include "runtime/model/params.h"
+#include "runtime/model/stage_weights.h"
+
+namespace xhc::model {
+
+template <typename T>
+struct MicrobatchState;  // activations of one micro-batch (stage.cc)
+
+template <typename T>
+class StageModelT {
+ public:
+  // `params` must hold this stage's tensors (BuildStageParams with the same spec).
+  StageModelT(const ModelConfig& cfg, const StageSpec& spec, ParamSetT<T>* params);
+  ~StageModelT();
+
+  // tokens (B, T) on the first stage, else x_in (B, T, N, C). Non-last stages write
+  // x_out (B, T, N, C); the last stage reads targets (B, T) and returns the mean loss.
+  absl::StatusOr<double> Forward(int mb, int B, const int32_t* tokens, const int32_t* targets,
+                                 const T* x_in, T* x_out);
+
+  // The last stage starts from d(loss_scale · loss); others from dx_out (B, T, N, C).
+  // Non-first stages write dx_in (B, T, N, C).
+  absl::Status BackwardInput(int mb, double loss_scale, const T* dx_out, T* dx_in);
+
+  absl::Status BackwardWeight(int mb);
+
+  // Forward without saving anything for backward (evaluation, sampling). Returns the
+  // loss on the last stage when targets are given; writes logits (B, T, V) when asked.
+  absl::StatusOr<double> ForwardOnly(int B, const int32_t* tokens, const int32_t* targets,
+                                     const T* x_in, T* x_out, std::vector<T>* logits);
+
+  // Elements of the inter-stage state of B sequences: B·T·N·C.
+  int64_t StateElements(int B) const;
+  int NumInFlight() const { return static_cast<int>(inflight_.size()); }
+  const StageSpec& spec() const { return spec_; }
+  const ModelConfig& config() const { return cfg_; }
+
+ private:
+  absl::StatusOr<double> RunForward(MicrobatchState<T>* st, int B, const int32_t* tokens,
+                                    const int32_t* targets, const T* x_in, T* x_out,
+                                    std::vector<T>* logits);
+  absl::Status ForwardSublayer(MicrobatchState<T>* st, int sub_idx, std::vector<T>* X);
+  absl::Status BackwardSublayer(MicrobatchState<T>* st, int sub_idx, std::vector<T>* dX);
+  absl::StatusOr<double> ForwardHead(MicrobatchState<T>* st, const std::vector<T>& X,
+                                     std::vector<T>* logits);
+  absl::Status BackwardHead(MicrobatchState<T>* st, double loss_scale, std::vector<T>* dX);
+
+  ModelConfig cfg_;
+  StageSpec spec_;
+  ParamSetT<T>* params_;
+  ParamT<T>* embed_ = nullptr;
+  std::vector<LayerWeights<T>> layers_;
+  HeadWeights<T> head_;
+  std::map<int, std::unique_ptr<MicrobatchState<T>>> inflight_;
+};
+
+using StageModel = StageModelT<float>;
+
+extern template class StageModelT<float>;
+extern template class StageModelT<double>;
+
+}  // namespace xhc::model
+
+#endif  // XHC_RUNTIME_MODEL_STAGE_H_

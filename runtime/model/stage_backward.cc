@@ -1,0 +1,152 @@
+// The backward half of StageModelT: input gradients now, weight gradients queued per
+// micro-batch (FIFO) and run by BackwardWeight.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/model/backend.h"
+#include "runtime/model/stage.h"
+#include "runtime/model/stage_state.h"
+
+namespace xhc::model {
+
+template <typename T>
+absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_idx,
+                                              std::vector<T>* dX) {
+  using K = Backend<T>;
+  const LayerWeights<T>& lw = layers_[sub_idx / 2];
+  const bool is_mlp = sub_idx % 2 == 1;
+  SublayerState<T>& s = st->subs[sub_idx];
+  const int B = st->B, C = cfg_.d_model, n = B * cfg_.seq_len;
+  const bool hc = cfg_.residual.type != ResidualType::kVanilla;
+  const HcWeights<T>& hw = is_mlp ? lw.mlp_hc : lw.attn_hc;
+  std::vector<T> d_out(static_cast<size_t>(n) * C), du(d_out.size());
+  if (hc) {
+    RETURN_IF_ERROR(K::Xhc::BackwardOut(hw.config, hw.params, dX->data(), &s.cache, d_out.data()));
+  } else {
+    std::copy(dX->begin(), dX->end(), d_out.begin());
+  }
+  if (is_mlp) {
+    MlpBackwardInput(cfg_, lw.mlp, B, d_out.data(), du.data(), &s.mlp);
+  } else {
+    AttentionBackwardInput(cfg_, lw.attn, B, d_out.data(), du.data(), &s.attn);
+  }
+  const ModelConfig& cfg = cfg_;
+  if (hc) {
+    RETURN_IF_ERROR(
+        K::Xhc::BackwardInput(hw.config, hw.params, s.X_in.data(), du.data(), dX->data(), &s.cache));
+  } else {
+    for (size_t i = 0; i < du.size(); ++i) (*dX)[i] += du[i];
+  }
+  st->pending_w.push_back([&cfg, &lw, &hw, &s, is_mlp, hc, B]() -> absl::Status {
+    if (is_mlp) {
+      MlpBackwardWeight(cfg, lw.mlp, B, s.mlp);
+    } else {
+      AttentionBackwardWeight(cfg, lw.attn, B, s.attn);
+    }
+    if (!hc) return absl::OkStatus();
+    return K::Xhc::BackwardWeights(hw.config, hw.params, s.X_in.data(), s.cache, hw.grads);
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_scale,
+                                          std::vector<T>* dX) {
+  using K = Backend<T>;
+  const int C = cfg_.d_model, V = cfg_.vocab_size, N = cfg_.residual.n_streams;
+  const int n = st->B * cfg_.seq_len;
+  st->dlogits.resize(st->logits.size());
+  K::CrossEntropyBackward(st->dlogits.data(), st->logits.data(), st->lse.data(),
+                          st->targets.data(), n, V, loss_scale);
+  std::vector<T> dz(static_cast<size_t>(n) * C);
+  K::MatmulBackwardInput(dz.data(), st->dlogits.data(), head_.lm_head->value.data(), n, C, V,
+                         false);
+  st->dy.assign(dz.size(), T(0));
+  K::RmsnormBackwardInput(st->dy.data(), dz.data(), st->y.data(), head_.final_norm->value.data(),
+                          st->rstd_f.data(), n, C);
+  dX->assign(static_cast<size_t>(StateElements(st->B)), T(0));
+  if (N > 1) {
+    RETURN_IF_ERROR(K::Xhc::HeadBackwardInput(head_.hc, n, N, C, st->X_final.data(),
+                                              st->dy.data(), &st->head_cache, dX->data()));
+  } else {
+    std::copy(st->dy.begin(), st->dy.end(), dX->begin());
+  }
+  st->pending_w.push_back([this, st, n, C, V, N, dz = std::move(dz)]() -> absl::Status {
+    K::MatmulBackwardWeight(head_.lm_head->grad.data(), st->dlogits.data(), st->z.data(), n, C, V);
+    K::RmsnormBackwardWeight(head_.final_norm->grad.data(), dz.data(), st->y.data(),
+                             st->rstd_f.data(), n, C);
+    if (N == 1) return absl::OkStatus();
+    return K::Xhc::HeadBackwardWeights(head_.hc, n, N, C, st->X_final.data(), st->head_cache,
+                                       head_.hc_grads);
+  });
+  std::vector<T>().swap(st->logits);  // only dlogits is needed from here on
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status StageModelT<T>::BackwardInput(int mb, double loss_scale, const T* dx_out, T* dx_in) {
+  using K = Backend<T>;
+  auto it = inflight_.find(mb);
+  if (it == inflight_.end() || it->second->backward_done) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("backward of micro-batch ", mb, " without a pending forward"));
+  }
+  MicrobatchState<T>* st = it->second.get();
+  std::vector<T> dX;
+  if (spec_.has_head) {
+    RETURN_IF_ERROR(BackwardHead(st, loss_scale, &dX));
+  } else {
+    dX.assign(dx_out, dx_out + StateElements(st->B));
+  }
+  for (int s = static_cast<int>(st->subs.size()) - 1; s >= 0; --s) {
+    RETURN_IF_ERROR(BackwardSublayer(st, s, &dX));
+  }
+  const int C = cfg_.d_model, N = cfg_.residual.n_streams, n = st->B * cfg_.seq_len;
+  if (spec_.has_embed) {
+    std::vector<T> de(static_cast<size_t>(n) * C, T(0));
+    K::Xhc::ExpandBackward(n, N, C, dX.data(), de.data());
+    st->pending_w.push_back([this, st, n, C, de = std::move(de)]() -> absl::Status {
+      // Token order is fixed, so the scatter-add is deterministic.
+      for (int i = 0; i < n; ++i) {
+        T* row = &embed_->grad[static_cast<size_t>(st->tokens[i]) * C];
+        const T* g = &de[static_cast<size_t>(i) * C];
+        for (int c = 0; c < C; ++c) row[c] += g[c];
+      }
+      return absl::OkStatus();
+    });
+  } else {
+    std::copy(dX.begin(), dX.end(), dx_in);
+  }
+  st->backward_done = true;
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status StageModelT<T>::BackwardWeight(int mb) {
+  auto it = inflight_.find(mb);
+  if (it == inflight_.end() || !it->second->backward_done) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("weight gradient of micro-batch ", mb, " before its input gradient"));
+  }
+  MicrobatchState<T>* st = it->second.get();
+  while (!st->pending_w.empty()) {
+    RETURN_IF_ERROR(st->pending_w.front()());
+    st->pending_w.pop_front();
+  }
+  inflight_.erase(it);
+  return absl::OkStatus();
+}
+
+#define XHC_INSTANTIATE_STAGE_BACKWARD(T)                                                       \
+  template absl::Status StageModelT<T>::BackwardInput(int, double, const T*, T*);              \
+  template absl::Status StageModelT<T>::BackwardWeight(int);                                  \
+  template absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>*, int,             \
+                                                         std::vector<T>*);                     \
+  template absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>*, double, std::vector<T>*);
+
+XHC_INSTANTIATE_STAGE_BACKWARD(float)
+XHC_INSTANTIATE_STAGE_BACKWARD(double)
+
+}  // namespace xhc::model

@@ -1,0 +1,43 @@
+#ifndef XHC_RUNTIME_MODEL_STAGE_STATE_H_
+#define XHC_RUNTIME_MODEL_STAGE_STATE_H_
+
+// Private to stage*.cc: the activations one micro-batch keeps between its forward and its
+// weight-gradient pass.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/xhc/xhc_types.h"
+#include "runtime/model/blocks.h"
+
+namespace xhc::model {
+
+// Everything one micro-batch keeps between its forward and its weight-gradient pass.
+template <typename T>
+struct SublayerState {
+  std::vector<T> X_in;  // (n, N, C) input state, for the xHC backward (hc types only)
+  kernels::XhcCacheT<T> cache;
+  AttentionActs<T> attn;
+  MlpActs<T> mlp;
+};
+
+template <typename T>
+struct MicrobatchState {
+  int B = 0;
+  std::vector<int32_t> tokens, targets;
+  std::vector<SublayerState<T>> subs;  // 2 per layer: attention, then MLP
+  // Last stage.
+  std::vector<T> X_final;  // (n, N, C) state entering the head reduce
+  kernels::HeadCacheT<T> head_cache;
+  std::vector<T> y, rstd_f, z, logits, lse, dlogits, dy;
+  // Weight-gradient work queued by BackwardInput, run in order by BackwardWeight.
+  std::deque<std::function<absl::Status()>> pending_w;
+  bool backward_done = false;
+};
+
+}  // namespace xhc::model
+
+#endif  // XHC_RUNTIME_MODEL_STAGE_STATE_H_

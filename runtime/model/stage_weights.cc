@@ -1,0 +1,112 @@
+#include "runtime/model/stage_weights.h"
+
+#include <cassert>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace xhc::model {
+namespace {
+
+// The stage's own BuildStageParams created every name asked for here; a miss is a
+// programming error, not bad input.
+template <typename T>
+ParamT<T>* Must(const ParamSetT<T>& ps, const std::string& name) {
+  ParamT<T>* p = ps.Find(name);
+  if (p == nullptr) {
+    std::fprintf(stderr, "internal error: parameter %s missing from its stage\n", name.c_str());
+    std::abort();
+  }
+  return p;
+}
+
+template <typename T>
+HcWeights<T> ResolveHc(const ModelConfig& cfg, int layer, bool is_mlp, const ParamSetT<T>& ps) {
+  HcWeights<T> w;
+  w.config = MakeXhcConfig(cfg, is_mlp);
+  const std::string p = HcPrefix(layer, is_mlp);
+  auto bind = [&](const std::string& name, const T** value, T** grad) {
+    ParamT<T>* param = Must(ps, p + name);
+    *value = param->value.data();
+    *grad = param->grad.data();
+  };
+  if (cfg.residual.type == ResidualType::kXhc) {
+    bind("router.weight", &w.params.router_weight, &w.grads.router_weight);
+    bind("router.bias", &w.params.router_bias, &w.grads.router_bias);
+  }
+  bind("pre.weight", &w.params.pre_weight, &w.grads.pre_weight);
+  bind("pre.bias", &w.params.pre_bias, &w.grads.pre_bias);
+  bind("pre.alpha", &w.params.pre_alpha, &w.grads.pre_alpha);
+  bind("res.weight", &w.params.res_weight, &w.grads.res_weight);
+  bind("res.bias", &w.params.res_bias, &w.grads.res_bias);
+  bind("res.alpha", &w.params.res_alpha, &w.grads.res_alpha);
+  bind("post.weight", &w.params.post_weight, &w.grads.post_weight);
+  bind("post.bias", &w.params.post_bias, &w.grads.post_bias);
+  bind("post.alpha", &w.params.post_alpha, &w.grads.post_alpha);
+  if (cfg.residual.type == ResidualType::kXhc && is_mlp) {
+    for (size_t j = 0; j < cfg.residual.conv_kernels.size(); ++j) {
+      ParamT<T>* conv = Must(ps, absl::StrCat(p, "conv.", j, ".weight"));
+      w.params.conv_weight.push_back(conv->value.data());
+      w.grads.conv_weight.push_back(conv->grad.data());
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+kernels::XhcConfig MakeXhcConfig(const ModelConfig& cfg, bool is_mlp) {
+  kernels::XhcConfig c;
+  const ResidualConfig& r = cfg.residual;
+  c.type = r.type == ResidualType::kMhc ? kernels::ResidualType::kMhc
+                                        : kernels::ResidualType::kXhc;
+  c.n_streams = r.n_streams;
+  c.n_active = r.type == ResidualType::kMhc ? r.n_streams : r.n_active;
+  c.n_fixed = r.type == ResidualType::kMhc ? r.n_streams : r.n_fixed;
+  c.conv_kernels = r.type == ResidualType::kXhc ? r.conv_kernels : std::vector<int>{};
+  c.gram_schmidt = r.gram_schmidt;
+  c.sinkhorn_iters = r.sinkhorn_iters;
+  c.is_mlp = is_mlp;
+  return c;
+}
+
+template <typename T>
+LayerWeights<T> ResolveLayer(const ModelConfig& cfg, int layer, const ParamSetT<T>& ps) {
+  LayerWeights<T> w;
+  w.layer = layer;
+  const std::string p = absl::StrCat("layers.", layer, ".");
+  if (cfg.residual.type != ResidualType::kVanilla) {
+    w.attn_hc = ResolveHc(cfg, layer, false, ps);
+    w.mlp_hc = ResolveHc(cfg, layer, true, ps);
+  }
+  w.attn = {Must(ps, p + "attn_norm.weight"), Must(ps, p + "attn.wq.weight"),
+            Must(ps, p + "attn.wk.weight"), Must(ps, p + "attn.wv.weight"),
+            Must(ps, p + "attn.wo.weight")};
+  w.mlp = {Must(ps, p + "mlp_norm.weight"), Must(ps, p + "mlp.w1.weight"),
+           Must(ps, p + "mlp.w3.weight"), Must(ps, p + "mlp.w2.weight")};
+  return w;
+}
+
+template <typename T>
+HeadWeights<T> ResolveHead(const ModelConfig& cfg, const ParamSetT<T>& ps) {
+  HeadWeights<T> w;
+  if (cfg.residual.n_streams > 1) {
+    ParamT<T>* weight = Must(ps, std::string("head_hc.weight"));
+    ParamT<T>* bias = Must(ps, std::string("head_hc.bias"));
+    ParamT<T>* alpha = Must(ps, std::string("head_hc.alpha"));
+    w.hc = {weight->value.data(), bias->value.data(), alpha->value.data()};
+    w.hc_grads = {weight->grad.data(), bias->grad.data(), alpha->grad.data()};
+  }
+  w.final_norm = Must(ps, std::string("final_norm.weight"));
+  w.lm_head = Must(ps, std::string("lm_head.weight"));
+  return w;
+}
+
+template LayerWeights<float> ResolveLayer<float>(const ModelConfig&, int, const ParamSetT<float>&);
+template LayerWeights<double> ResolveLayer<double>(const ModelConfig&, int,
+                                                   const ParamSetT<double>&);
+template HeadWeights<float> ResolveHead<float>(const ModelConfig&, const ParamSetT<float>&);
+template HeadWeights<double> ResolveHead<double>(const ModelConfig&, const ParamSetT<double>&);
+
+}  // namespace xhc::model
