@@ -1,0 +1,45 @@
+#ifndef XHC_KERNELS_CPU_XHC_CPU_UTIL_H_
+#define XHC_KERNELS_CPU_XHC_CPU_UTIL_H_
+
+// Small vectorizable helpers and the token-parallel loop of the optimized path.
+// Reductions use a fixed number of lanes combined in a fixed order, so a result depends only
+// on the data, never on the thread that computed it.
+
+#include <cstddef>
+
+namespace xhc::kernels::cpu {
+
+constexpr int kLanes = 16;
+
+inline float Dot(int n, const float* __restrict a, const float* __restrict b) {
+  float acc[kLanes] = {};
+  int c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[c + l] * b[c + l];
+  for (int l = 0; c < n; ++c, ++l) acc[l] += a[c] * b[c];
+  float s = 0;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  return s;
+}
+
+// y += a * x
+inline void Axpy(int n, float a, const float* __restrict x, float* __restrict y) {
+  for (int c = 0; c < n; ++c) y[c] += a * x[c];
+}
+
+// Sum and sum of squares in one pass (double combine keeps var = E[x^2] - mean^2 accurate).
+inline void SumSq(int n, const float* __restrict x, double* sum, double* sumsq) {
+  float s[kLanes] = {}, q[kLanes] = {};
+  int c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) s[l] += x[c + l], q[l] += x[c + l] * x[c + l];
+  for (int l = 0; c < n; ++c, ++l) s[l] += x[c], q[l] += x[c] * x[c];
+  double ts = 0, tq = 0;
+  for (int l = 0; l < kLanes; ++l) ts += s[l], tq += q[l];
+  *sum = ts;
+  *sumsq = tq;
+}
+
+}  // namespace xhc::kernels::cpu
+
+#endif  // XHC_KERNELS_CPU_XHC_CPU_UTIL_H_

@@ -1,0 +1,123 @@
+// Optimized expand (spec 2.2) and head reduce (spec 2.4). The head's projection is one sgemm
+// on the raw state with the RMS factor applied afterwards, like the sublayer's read map.
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/xhc/cpu_util.h"
+#include "kernels/cpu/xhc/sinkhorn.h"
+#include "kernels/cpu/xhc/xhc_ops.h"
+#include "third_party/openblas_cblas.h"
+
+namespace xhc::kernels {
+
+void ExpandForward(int n, int N, int C, const float* e, float* X) {
+#pragma omp parallel for schedule(static)
+  for (int tok = 0; tok < n; ++tok)
+    for (int i = 0; i < N; ++i)
+      std::memcpy(X + (static_cast<size_t>(tok) * N + i) * C, e + static_cast<size_t>(tok) * C,
+                  sizeof(float) * C);
+}
+
+void ExpandBackward(int n, int N, int C, const float* dX, float* de) {
+#pragma omp parallel for schedule(static)
+  for (int tok = 0; tok < n; ++tok) {
+    float* __restrict dst = de + static_cast<size_t>(tok) * C;
+    std::memset(dst, 0, sizeof(float) * C);
+    for (int i = 0; i < N; ++i) cpu::Axpy(C, 1.0f, dX + (static_cast<size_t>(tok) * N + i) * C, dst);
+  }
+}
+
+absl::Status HeadReduceForward(const HeadParams& P, int n, int N, int C, const float* X,
+                               float* y, HeadCache* cache) {
+  if (n <= 0 || N <= 0 || C <= 0 || !X || !y || !cache || !P.weight || !P.bias || !P.alpha) {
+    return absl::InvalidArgumentError("HeadReduceForward: bad shape or null buffer");
+  }
+  const int D = N * C;
+  cache->rstd.resize(n);
+  cache->proj.resize(static_cast<size_t>(n) * N);
+  cache->h.resize(static_cast<size_t>(n) * N);
+  cache->dz.resize(static_cast<size_t>(n) * N);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, N, D, 1.0f, X, D, P.weight, D, 0.0f,
+              cache->proj.data(), N);
+#pragma omp parallel for schedule(static)
+  for (int tok = 0; tok < n; ++tok) {
+    const float* x = X + static_cast<size_t>(tok) * D;
+    double sum, sumsq;
+    cpu::SumSq(D, x, &sum, &sumsq);
+    const float r = static_cast<float>(1.0 / std::sqrt(sumsq / D + kNormEps));
+    cache->rstd[tok] = r;
+    float* __restrict yt = y + static_cast<size_t>(tok) * C;
+    std::memset(yt, 0, sizeof(float) * C);
+    for (int i = 0; i < N; ++i) {
+      const size_t q = static_cast<size_t>(tok) * N + i;
+      cache->h[q] = Sigmoid(P.alpha[0] * r * cache->proj[q] + P.bias[i]);
+      cpu::Axpy(C, cache->h[q], x + i * C, yt);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HeadReduceBackwardInput(const HeadParams& P, int n, int N, int C, const float* X,
+                                     const float* dy, HeadCache* cache, float* dX) {
+  if (!cache || cache->h.size() != static_cast<size_t>(n) * N || !X || !dy || !dX) {
+    return absl::InvalidArgumentError("HeadReduceBackwardInput: cache / shape mismatch");
+  }
+  const int D = N * C;
+  std::vector<float> zc(static_cast<size_t>(n) * N);
+#pragma omp parallel for schedule(static)
+  for (int tok = 0; tok < n; ++tok) {
+    const float* x = X + static_cast<size_t>(tok) * D;
+    const float* dyt = dy + static_cast<size_t>(tok) * C;
+    const float r = cache->rstd[tok];
+    float a = 0;
+    for (int i = 0; i < N; ++i) {
+      const size_t q = static_cast<size_t>(tok) * N + i;
+      const float h = cache->h[q];
+      cache->dz[q] = cpu::Dot(C, dyt, x + i * C) * h * (1.0f - h);
+      zc[q] = cache->dz[q] * P.alpha[0] * r;
+      a += zc[q] * cache->proj[q];
+    }
+    a *= r * r / D;  // rms backward: r^2 / D * sum dz (z - b), z - b = alpha r proj
+    for (int i = 0; i < N; ++i) {
+      const float h = cache->h[static_cast<size_t>(tok) * N + i];
+      float* __restrict dst = dX + static_cast<size_t>(tok) * D + i * C;
+      const float* __restrict xi = x + i * C;
+      for (int c = 0; c < C; ++c) dst[c] = h * dyt[c] - a * xi[c];
+    }
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, N, 1.0f, zc.data(), N,
+              P.weight, D, 1.0f, dX, D);
+  return absl::OkStatus();
+}
+
+absl::Status HeadReduceBackwardWeights(const HeadParams& P, int n, int N, int C,
+                                       const float* X, const HeadCache& cache,
+                                       const HeadGrads& G) {
+  if (cache.dz.size() != static_cast<size_t>(n) * N || !G.weight || !G.bias || !G.alpha || !X) {
+    return absl::InvalidArgumentError("HeadReduceBackwardWeights: cache / grads mismatch");
+  }
+  const int D = N * C;
+  std::vector<float> A(static_cast<size_t>(n) * N);
+  float galpha = 0;
+  for (int tok = 0; tok < n; ++tok) {
+    for (int i = 0; i < N; ++i) {
+      const size_t q = static_cast<size_t>(tok) * N + i;
+      A[q] = cache.dz[q] * P.alpha[0] * cache.rstd[tok];
+      galpha += cache.dz[q] * cache.rstd[tok] * cache.proj[q];
+    }
+  }
+  // weight (N, D) += A^T (N, n) . X (n, D): accumulate straight into the gradient.
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, D, n, 1.0f, A.data(), N, X, D, 1.0f,
+              G.weight, D);
+  for (int i = 0; i < N; ++i) {
+    float b = 0;
+    for (int tok = 0; tok < n; ++tok) b += cache.dz[static_cast<size_t>(tok) * N + i];
+    G.bias[i] += b;
+  }
+  G.alpha[0] += galpha;
+  return absl::OkStatus();
+}
+
+}  // namespace xhc::kernels

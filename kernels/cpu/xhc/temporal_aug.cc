@@ -1,0 +1,63 @@
+#include "kernels/cpu/xhc/temporal_aug.h"
+
+#include <cstring>
+
+#include "kernels/cpu/xhc/cpu_util.h"
+
+namespace xhc::kernels::cpu {
+
+void ConvToken(const XhcDims& d, const float* const* w, const float* out_seq, int stride,
+               int t, float* g) {
+  const int C = d.C;
+  for (int j = 0; j < d.r; ++j) {
+    float* __restrict gj = g + j * C;
+    std::memset(gj, 0, sizeof(float) * C);
+    for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
+      const float* __restrict wt = w[j] + tau * C;
+      const float* __restrict o = out_seq + static_cast<size_t>(t - tau) * stride;
+      for (int c = 0; c < C; ++c) gj[c] += wt[c] * o[c];
+    }
+  }
+}
+
+void GramSchmidtToken(const XhcDims& d, bool orthogonalise, const float* g, float* v,
+                      float* hist) {
+  const int C = d.C;
+  float norms[64];  // <v_i, v_i> + eps, computed once per v_i (r < 63 is validated by use)
+  if (orthogonalise) norms[0] = Dot(C, v, v) + static_cast<float>(kGramSchmidtEps);
+  for (int j = 1; j <= d.r; ++j) {
+    float* vj = v + j * C;
+    std::memcpy(vj, g + (j - 1) * C, sizeof(float) * C);
+    if (!orthogonalise) continue;
+    for (int i = 0; i < j; ++i) {
+      if (hist) std::memcpy(hist + ((j - 1) * d.r + i) * C, vj, sizeof(float) * C);
+      Axpy(C, -Dot(C, vj, v + i * C) / norms[i], v + i * C, vj);
+    }
+    norms[j] = Dot(C, vj, vj) + static_cast<float>(kGramSchmidtEps);
+  }
+}
+
+void GramSchmidtBackwardToken(const XhcDims& d, bool orthogonalise, const float* v,
+                              const float* hist, float* dv, float* dg) {
+  const int C = d.C;
+  for (int j = d.r; j >= 1; --j) {
+    float* __restrict cur = dg + (j - 1) * C;
+    std::memcpy(cur, dv + j * C, sizeof(float) * C);
+    if (!orthogonalise) continue;
+    for (int i = j - 1; i >= 0; --i) {
+      // g' = g - coef v_i, coef = <g, v_i> / S: dg = dg' - a v_i / S,
+      // dv_i += -coef dg' - a (g / S - 2 coef v_i / S) with a = <dg', v_i>.
+      const float* __restrict gb = hist + ((j - 1) * d.r + i) * C;
+      const float* __restrict vi = v + i * C;
+      float* __restrict dvi = dv + i * C;
+      const float S = Dot(C, vi, vi) + static_cast<float>(kGramSchmidtEps);
+      const float coef = Dot(C, gb, vi) / S;
+      const float a = Dot(C, cur, vi);
+      const float aS = a / S, two = 2.0f * coef * a / S;
+      for (int c = 0; c < C; ++c) dvi[c] += -coef * cur[c] - aS * gb[c] + two * vi[c];
+      for (int c = 0; c < C; ++c) cur[c] -= aS * vi[c];
+    }
+  }
+}
+
+}  // namespace xhc::kernels::cpu

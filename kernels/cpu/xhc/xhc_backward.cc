@@ -1,0 +1,247 @@
+// Optimized input-gradient backward of the xHC sublayer (I.1 XhcBackwardOut, I.2
+// XhcBackwardInput). The router / read-map input gradient is one sgemm
+// dX += dZ (n, 2N) . [router; pre] (2N, N*C) plus per-token scalar corrections of the
+// LayerNorm / RMS backward, written as dx = dZ.W - a_t * x + b_t.
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/xhc/cpu_util.h"
+#include "kernels/cpu/xhc/sinkhorn.h"
+#include "kernels/cpu/xhc/temporal_aug.h"
+#include "kernels/cpu/xhc/xhc_check.h"
+#include "kernels/cpu/xhc/xhc_ops.h"
+#include "kernels/cpu/xhc/xhc_stack.h"
+#include "runtime/common/status_macros.h"
+#include "third_party/openblas_cblas.h"
+
+namespace xhc::kernels {
+namespace {
+
+struct OutScratch {
+  std::vector<float> daug, g, v, hist, sink;
+  explicit OutScratch(const XhcDims& d)
+      : daug(static_cast<size_t>(d.K) * d.C), g(static_cast<size_t>(d.r) * d.C + 1),
+        v(static_cast<size_t>(d.K) * d.C), hist(static_cast<size_t>(d.r) * d.r * d.C + 1) {}
+};
+
+// Map gradients of one token and d aug; dA_j = dX_new[tok, idx_j] read in place.
+void TokenMapGrads(const XhcConfig& cfg, const XhcDims& d, const XhcParams& P,
+                   const float* dxt, size_t tok, XhcCache* cache, OutScratch* s) {
+  const int k = d.k, K = d.K, C = d.C, N = d.N, Q = d.Q();
+  const float* aug = cache->aug.data() + tok * K * C;
+  const float* xa = cache->xa.data() + tok * k * C;
+  const float* hpost = cache->hpost.data() + tok * k * K;
+  const float* p = cache->p.data() + tok * k;
+  const int* idx = cache->idx.data() + tok * k;
+  float* dz = cache->dz_map.data() + tok * Q;
+  float dhres[256], z[256], dp[256];
+  std::fill(s->daug.begin(), s->daug.end(), 0.0f);
+  for (int j = 0; j < k; ++j) {
+    const float* dA = dxt + idx[j] * C;
+    dp[j] = 0;
+    for (int q = 0; q < K; ++q) {
+      const float dot = cpu::Dot(C, aug + q * C, dA);
+      const float h = hpost[j * K + q];
+      dp[j] += h * dot;
+      dz[k * k + j * K + q] = p[j] * dot * h * (1.0f - 0.5f * h);  // H = 2 sigmoid(z)
+      cpu::Axpy(C, p[j] * h, dA, s->daug.data() + q * C);
+    }
+    for (int jj = 0; jj < k; ++jj) dhres[j * k + jj] = cpu::Dot(C, dA, xa + jj * C);
+  }
+  const float ra = cache->rstd_a[tok];
+  for (int q = 0; q < k * k; ++q) {
+    z[q] = P.res_alpha[0] * ra * cache->map_raw[tok * Q + q] + P.res_bias[q];
+    dz[q] = 0;
+  }
+  SinkhornBackward(k, cfg.sinkhorn_iters, z, dhres, dz, s->sink);
+  float* dzr = cache->dz_proj.data() + tok * 2 * N;
+  std::fill(dzr, dzr + N, 0.0f);
+  if (!d.has_router) return;
+  for (int j = d.m; j < k; ++j) {
+    const float sv = cache->s[tok * N + idx[j]];
+    dzr[idx[j]] += dp[j] * sv * (1.0f - sv);
+  }
+}
+
+}  // namespace
+
+absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const float* dX_new,
+                            XhcCache* cache, float* d_out) {
+  if (!cache || !dX_new || !d_out) return absl::InvalidArgumentError("null buffer");
+  ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache->dims.C));
+  RETURN_IF_ERROR(CheckCache(d, *cache));
+  RETURN_IF_ERROR(CheckParams(d, P));
+  const int T = cache->T_len, n = cache->B * T, K = d.K, C = d.C, D = d.D();
+  const float* const* conv_w = P.conv_weight.data();
+#pragma omp parallel
+  {
+    OutScratch s(d);
+#pragma omp for schedule(static)
+    for (int tok = 0; tok < n; ++tok) {
+      TokenMapGrads(cfg, d, P, dX_new + static_cast<size_t>(tok) * D, tok, cache, &s);
+      if (d.r > 0) {  // recompute the Gram-Schmidt history from out = aug[0]
+        const int t = tok % T;
+        const float* aug_seq = cache->aug.data() + static_cast<size_t>(tok - t) * K * C;
+        cpu::ConvToken(d, conv_w, aug_seq, K * C, t, s.g.data());
+        std::memcpy(s.v.data(), aug_seq + static_cast<size_t>(t) * K * C, sizeof(float) * C);
+        cpu::GramSchmidtToken(d, cfg.gram_schmidt, s.g.data(), s.v.data(), s.hist.data());
+        cpu::GramSchmidtBackwardToken(d, cfg.gram_schmidt, s.v.data(), s.hist.data(),
+                                      s.daug.data(),
+                                      cache->dg.data() + static_cast<size_t>(tok) * d.r * C);
+      }
+      std::memcpy(d_out + static_cast<size_t>(tok) * C, s.daug.data(), sizeof(float) * C);
+    }
+    if (d.r > 0) {
+      // Convolution backward: out[t] fed g_j[t + tau] through w_j[tau], same sequence only.
+#pragma omp for schedule(static)
+      for (int tok = 0; tok < n; ++tok) {
+        const int t = tok % T;
+        float* __restrict dst = d_out + static_cast<size_t>(tok) * C;
+        for (int j = 0; j < d.r; ++j) {
+          for (int tau = 0; tau < d.kernels[j] && t + tau < T; ++tau) {
+            const float* __restrict w = conv_w[j] + tau * C;
+            const float* __restrict dg =
+                cache->dg.data() + (static_cast<size_t>(tok + tau) * d.r + j) * C;
+            for (int c = 0; c < C; ++c) dst[c] += w[c] * dg[c];
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Coefficients of the res / post map backward of one token: zm = alpha * ra * dz (the sgemm
+// left factor) and the rms correction ra^2 / Da * sum_q dz_q (z_q - b_q), returned.
+float TokenMapCoefficients(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
+                           size_t tok, float* zm) {
+  const int kk = d.k * d.k, Q = d.Q();
+  const float ra = cache.rstd_a[tok];
+  const float* dz = cache.dz_map.data() + tok * Q;
+  const float* raw = cache.map_raw.data() + tok * Q;
+  float corr = 0;
+  for (int q = 0; q < Q; ++q) {
+    const float alpha = q < kk ? P.res_alpha[0] : P.post_alpha[0];
+    zm[q] = alpha * ra * dz[q];
+    corr += zm[q] * raw[q];
+  }
+  return corr * ra * ra / d.Da();  // ra^2 / Da * sum dz (z - b), z - b = alpha ra raw
+}
+
+// Read-map and router coefficients of one token: writes zc (the sgemm left factor, stacked
+// like StackProjection) and the stashed read-map dz; returns {a_t, b_t} of dx = zc.W - a x + b.
+std::pair<float, float> TokenProjCoefficients(const XhcDims& d, const XhcParams& P,
+                                              const float* rowsum, const float* x,
+                                              const float* du, size_t tok, XhcCache* cache,
+                                              float* zc) {
+  const int N = d.N, C = d.C, D = d.D();
+  const float* hpre = cache->hpre.data() + tok * N;
+  const float* proj = cache->proj.data() + tok * 2 * N;
+  float* dzr = cache->dz_proj.data() + tok * 2 * N;
+  float* dzp = dzr + N;
+  const float rstd = cache->rstd[tok], alpha = P.pre_alpha[0];
+  float a = 0, b = 0;
+  float* zc_pre = zc + (d.has_router ? N : 0);
+  for (int i = 0; i < N; ++i) {
+    dzp[i] = cpu::Dot(C, du, x + i * C) * hpre[i] * (1.0f - hpre[i]);
+    zc_pre[i] = dzp[i] * alpha * rstd;
+    a += zc_pre[i] * proj[N + i];  // dz (z - b) with z - b = alpha rstd P
+  }
+  a *= rstd * rstd / D;
+  if (d.has_router) {
+    const float rl = cache->rstd_ln[tok], mean = cache->mean[tok];
+    float mg = 0, mgl = 0;
+    for (int i = 0; i < N; ++i) {
+      zc[i] = dzr[i] * rl;
+      mg += dzr[i] * rowsum[i];
+      mgl += zc[i] * (proj[i] - mean * rowsum[i]);  // dz (z - b), z - b = rl (P - mean rs)
+    }
+    mg /= D, mgl /= D;
+    a += rl * rl * mgl;
+    b = rl * rl * mgl * mean - rl * mg;
+  }
+  return {a, b};
+}
+
+// Writes every stream of dX[tok] except the sgemm term: pass-through (inactive), mixing and
+// map gradients (active), dense read and the scalar corrections (all).
+void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, const float* x,
+                         const float* du, const float* dxa_maps, float corr_a,
+                         std::pair<float, float> ab, size_t tok, float* dxt, float* dA) {
+  const int N = d.N, k = d.k, C = d.C;
+  const int* idx = cache.idx.data() + tok * k;
+  const float* hpre = cache.hpre.data() + tok * N;
+  const float* hres = cache.hres.data() + tok * k * k;
+  const float* xa = cache.xa.data() + tok * k * C;
+  const float a = ab.first, b = ab.second;
+  bool active[256] = {};
+  for (int j = 0; j < k; ++j) {
+    active[idx[j]] = true;
+    std::memcpy(dA + j * C, dxt + idx[j] * C, sizeof(float) * C);
+  }
+  for (int i = 0; i < N; ++i) {
+    float* __restrict dst = dxt + i * C;
+    const float* __restrict xi = x + i * C;
+    const float h = hpre[i];
+    if (active[i]) {
+      for (int c = 0; c < C; ++c) dst[c] = h * du[c] - a * xi[c] + b;
+    } else {
+      for (int c = 0; c < C; ++c) dst[c] += h * du[c] - a * xi[c] + b;
+    }
+  }
+  for (int jj = 0; jj < k; ++jj) {
+    float* __restrict dst = dxt + idx[jj] * C;
+    const float* __restrict m = dxa_maps + jj * C;
+    const float* __restrict xj = xa + jj * C;
+    for (int c = 0; c < C; ++c) dst[c] += m[c] - corr_a * xj[c];
+    for (int j = 0; j < k; ++j) cpu::Axpy(C, hres[j * k + jj], dA + j * C, dst);
+  }
+}
+
+}  // namespace
+
+absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const float* X_in,
+                              const float* du, float* dX, XhcCache* cache) {
+  if (!cache || !X_in || !du || !dX) return absl::InvalidArgumentError("null buffer");
+  ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache->dims.C));
+  RETURN_IF_ERROR(CheckCache(d, *cache));
+  RETURN_IF_ERROR(CheckParams(d, P));
+  const int n = cache->B * cache->T_len, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
+  const StackedWeights proj_w = StackProjection(d, P);
+  const StackedWeights map_w = StackMaps(d, P);
+  const int R = proj_w.rows;
+  std::vector<float> zm(static_cast<size_t>(n) * Q), corr_a(n);
+  std::vector<float> dxa_maps(static_cast<size_t>(n) * Da), zc(static_cast<size_t>(n) * R);
+#pragma omp parallel for schedule(static)
+  for (int tok = 0; tok < n; ++tok) {
+    corr_a[tok] = TokenMapCoefficients(d, P, *cache, tok, zm.data() + static_cast<size_t>(tok) * Q);
+  }
+  // Map path of the active streams: dxa_maps (n, k*C) = zm (n, Q) . [res; post] (Q, k*C).
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, Da, Q, 1.0f, zm.data(), Q,
+              map_w.w.data(), Da, 0.0f, dxa_maps.data(), Da);
+#pragma omp parallel
+  {
+    std::vector<float> dA(static_cast<size_t>(Da));
+#pragma omp for schedule(static)
+    for (int tok = 0; tok < n; ++tok) {
+      const size_t off = static_cast<size_t>(tok) * D;
+      const auto ab = TokenProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off,
+                                            du + static_cast<size_t>(tok) * C, tok, cache,
+                                            zc.data() + static_cast<size_t>(tok) * R);
+      TokenWriteInputGrad(d, *cache, X_in + off, du + static_cast<size_t>(tok) * C,
+                          dxa_maps.data() + static_cast<size_t>(tok) * Da, corr_a[tok], ab,
+                          tok, dX + off, dA.data());
+    }
+  }
+  // Router / read-map path: dX (n, N*C) += zc (n, R) . [router; pre] (R, N*C).
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, R, 1.0f, zc.data(), R,
+              proj_w.w.data(), D, 1.0f, dX, D);
+  return absl::OkStatus();
+}
+
+}  // namespace xhc::kernels

@@ -1,0 +1,192 @@
+// Optimized path (float) against the reference (double) on random inputs over the
+// configuration grid, plus the spec's properties and thread-count determinism.
+
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/xhc/xhc_ops.h"
+#include "kernels/cpu/xhc/xhc_reference.h"
+#include "kernels/cpu/xhc/xhc_test_util.h"
+#include "third_party/openblas_cblas.h"
+
+namespace xhc::kernels {
+namespace {
+
+using testing::ParamStore;
+using testing::RandomVector;
+
+struct RefImpl {
+  template <typename... A> static absl::Status Pre(A... a) { return ref::XhcPre(a...); }
+  template <typename... A> static absl::Status Post(A... a) { return ref::XhcPost(a...); }
+  template <typename... A> static absl::Status Out(A... a) { return ref::XhcBackwardOut(a...); }
+  template <typename... A> static absl::Status In(A... a) { return ref::XhcBackwardInput(a...); }
+  template <typename... A> static absl::Status W(A... a) { return ref::XhcBackwardWeights(a...); }
+};
+struct OptImpl {
+  template <typename... A> static absl::Status Pre(A... a) { return XhcPre(a...); }
+  template <typename... A> static absl::Status Post(A... a) { return XhcPost(a...); }
+  template <typename... A> static absl::Status Out(A... a) { return XhcBackwardOut(a...); }
+  template <typename... A> static absl::Status In(A... a) { return XhcBackwardInput(a...); }
+  template <typename... A> static absl::Status W(A... a) { return XhcBackwardWeights(a...); }
+};
+
+template <typename R>
+struct Outputs {
+  std::vector<R> u, x_new, d_out, dx;
+  ParamStore<R> grads;
+  XhcCacheT<R> cache;
+};
+
+// Forward + backward of one sublayer with F(u) = a * u + b and d loss / d X_new = G.
+template <typename Impl, typename R>
+Outputs<R> Run(const XhcConfig& cfg, int B, int T, int C, ParamStore<R>& params,
+               const std::vector<R>& X, const std::vector<R>& a, const std::vector<R>& b,
+               const std::vector<R>& G) {
+  Outputs<R> o;
+  const size_t n = static_cast<size_t>(B) * T;
+  std::vector<R> out(n * C), du(n * C);
+  o.u.resize(n * C);
+  o.d_out.resize(n * C);
+  o.x_new = X;
+  const auto P = params.View();
+  EXPECT_TRUE(Impl::Pre(cfg, P, B, T, C, X.data(), o.u.data(), &o.cache).ok());
+  for (size_t e = 0; e < n * C; ++e) out[e] = a[e % C] * o.u[e] + b[e % C];
+  EXPECT_TRUE(Impl::Post(cfg, P, static_cast<const R*>(out.data()), o.x_new.data(), &o.cache).ok());
+  EXPECT_TRUE(Impl::Out(cfg, P, G.data(), &o.cache, o.d_out.data()).ok());
+  for (size_t e = 0; e < n * C; ++e) du[e] = a[e % C] * o.d_out[e];
+  o.dx = G;
+  EXPECT_TRUE(Impl::In(cfg, P, X.data(), static_cast<const R*>(du.data()), o.dx.data(), &o.cache).ok());
+  o.grads = params;
+  for (auto& [name, v] : o.grads.tensors) std::fill(v.begin(), v.end(), R(0));
+  EXPECT_TRUE(Impl::W(cfg, P, X.data(), o.cache, o.grads.GradView()).ok());
+  return o;
+}
+
+// |opt - ref| <= tol * (max |ref| over the tensor + |ref element|): a tolerance that scales
+// with the tensor's magnitude (float vs double), plus 1e-5 absolute for sums that cancel
+// (alpha gradients over many tokens).
+void ExpectMatches(const std::vector<float>& opt, const std::vector<double>& ref,
+                   const std::string& what, double tol = 2e-4) {
+  ASSERT_EQ(opt.size(), ref.size()) << what;
+  double scale = 0;
+  for (double v : ref) scale = std::max(scale, std::fabs(v));
+  int bad = 0;
+  for (size_t e = 0; e < ref.size() && bad < 5; ++e) {
+    if (std::fabs(opt[e] - ref[e]) > tol * (scale + std::fabs(ref[e])) + 1e-5) {
+      ADD_FAILURE() << what << "[" << e << "]: opt " << opt[e] << " ref " << ref[e];
+      ++bad;
+    }
+  }
+}
+
+struct Case {
+  XhcConfig cfg;
+  int B, T, C;
+};
+
+void CompareCase(const Case& cs, uint64_t seed) {
+  const XhcDims d = ResolveDims(cs.cfg, cs.C).value();
+  std::mt19937_64 rng(seed);
+  ParamStore<double> pd;
+  pd.Init(d, rng);
+  const size_t n = static_cast<size_t>(cs.B) * cs.T;
+  auto X = RandomVector<double>(n * d.D(), rng), G = RandomVector<double>(n * d.D(), rng);
+  auto a = RandomVector<double>(cs.C, rng), b = RandomVector<double>(cs.C, rng);
+  // Round inputs to float first so both paths see identical data.
+  auto to_f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  auto Xf = to_f(X), Gf = to_f(G), af = to_f(a), bf = to_f(b);
+  X.assign(Xf.begin(), Xf.end());
+  G.assign(Gf.begin(), Gf.end());
+  a.assign(af.begin(), af.end());
+  b.assign(bf.begin(), bf.end());
+  ParamStore<float> pf = pd.Cast<float>();
+  pd = pf.Cast<double>();
+  auto ro = Run<RefImpl>(cs.cfg, cs.B, cs.T, cs.C, pd, X, a, b, G);
+  auto oo = Run<OptImpl>(cs.cfg, cs.B, cs.T, cs.C, pf, Xf, af, bf, Gf);
+  ASSERT_EQ(std::vector<int>(ro.cache.idx), oo.cache.idx) << "active sets differ";
+  ExpectMatches(oo.u, ro.u, "u");
+  ExpectMatches(oo.x_new, ro.x_new, "X_new");
+  ExpectMatches(oo.d_out, ro.d_out, "d_out");
+  ExpectMatches(oo.dx, ro.dx, "dX");
+  for (auto& [name, v] : ro.grads.tensors) ExpectMatches(oo.grads.Get(name), v, "grad " + name);
+}
+
+XhcConfig MakeCfg(int N, int k, int m, bool mlp, std::vector<int> kernels = {2, 5},
+                  bool gs = true) {
+  XhcConfig c;
+  c.n_streams = N, c.n_active = k, c.n_fixed = m, c.is_mlp = mlp;
+  c.conv_kernels = std::move(kernels);
+  c.gram_schmidt = gs;
+  c.sinkhorn_iters = 20;
+  return c;
+}
+
+TEST(XhcOpsTest, MatchesReferenceOverGrid) {
+  uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  int case_idx = 0;
+  for (int N : {4, 16}) {
+    for (int k : {2, 4, 8}) {
+      if (k > N) continue;
+      for (int m : {0, 1, 2}) {
+        for (bool mlp : {false, true}) {
+          const int C = (case_idx % 3 == 0) ? 8 : (case_idx % 3 == 1 ? 13 : 21);
+          const int T = (case_idx % 2 == 0) ? 1 : 3;  // T = 1 and T < widest kernel (5)
+          SCOPED_TRACE(absl::StrCat("N=", N, " k=", k, " m=", m, " mlp=", mlp, " C=", C, " T=", T));
+          CompareCase({MakeCfg(N, k, m, mlp), 3, T, C}, seed + case_idx++);
+        }
+      }
+    }
+  }
+}
+
+TEST(XhcOpsTest, MatchesReferenceLongerSequencesAndVariants) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  CompareCase({MakeCfg(16, 4, 2, true, {4, 8, 12}), 2, 14, 37}, seed);
+  CompareCase({MakeCfg(8, 4, 1, true, {3, 2}, /*gs=*/false), 3, 6, 10}, seed + 1);
+  CompareCase({MakeCfg(8, 4, 1, true, {}), 3, 6, 10}, seed + 2);
+  XhcConfig mhc = MakeCfg(4, 4, 4, true);
+  mhc.type = ResidualType::kMhc;
+  CompareCase({mhc, 2, 5, 9}, seed + 3);
+}
+
+TEST(XhcOpsTest, HeadReduceAndExpandMatchReference) {
+  std::mt19937_64 rng(std::random_device{}());
+  const int n = 6, N = 16, C = 13, D = N * C;
+  auto X = RandomVector<float>(n * D, rng), dy = RandomVector<float>(n * C, rng);
+  auto w = RandomVector<float>(N * D, rng, 0.05), bias = RandomVector<float>(N, rng);
+  std::vector<float> alpha = {0.8f};
+  auto dbl = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  auto Xd = dbl(X), dyd = dbl(dy), wd = dbl(w), bd = dbl(bias), ad = dbl(alpha);
+  std::vector<float> y(n * C), dX(n * D), gw(N * D, 0), gb(N, 0), ga(1, 0), de(n * C), Xe(n * D);
+  std::vector<double> yd(n * C), dXd(n * D), gwd(N * D, 0), gbd(N, 0), gad(1, 0), ded(n * C), Xed(n * D);
+  HeadCache c;
+  HeadCacheT<double> cd;
+  ASSERT_TRUE(HeadReduceForward({w.data(), bias.data(), alpha.data()}, n, N, C, X.data(), y.data(), &c).ok());
+  ASSERT_TRUE(ref::HeadReduceForward<double>({wd.data(), bd.data(), ad.data()}, n, N, C, Xd.data(), yd.data(), &cd).ok());
+  ASSERT_TRUE(HeadReduceBackwardInput({w.data(), bias.data(), alpha.data()}, n, N, C, X.data(), dy.data(), &c, dX.data()).ok());
+  ASSERT_TRUE(ref::HeadReduceBackwardInput<double>({wd.data(), bd.data(), ad.data()}, n, N, C, Xd.data(), dyd.data(), &cd, dXd.data()).ok());
+  ASSERT_TRUE(HeadReduceBackwardWeights({w.data(), bias.data(), alpha.data()}, n, N, C, X.data(), c, {gw.data(), gb.data(), ga.data()}).ok());
+  ASSERT_TRUE(ref::HeadReduceBackwardWeights<double>({wd.data(), bd.data(), ad.data()}, n, N, C, Xd.data(), cd, {gwd.data(), gbd.data(), gad.data()}).ok());
+  ExpectMatches(y, yd, "y");
+  ExpectMatches(dX, dXd, "dX");
+  ExpectMatches(gw, gwd, "head weight");
+  ExpectMatches(gb, gbd, "head bias");
+  ExpectMatches(ga, gad, "head alpha");
+  ExpandBackward(n, N, C, dX.data(), de.data());
+  ref::ExpandBackward(n, N, C, dXd.data(), ded.data());
+  ExpectMatches(de, ded, "de");
+  ExpandForward(n, N, C, de.data(), Xe.data());
+  ref::ExpandForward(n, N, C, ded.data(), Xed.data());
+  ExpectMatches(Xe, Xed, "expand");
+}
+
+}  // namespace
+}  // namespace xhc::kernels

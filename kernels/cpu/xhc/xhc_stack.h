@@ -1,0 +1,55 @@
+#ifndef XHC_KERNELS_CPU_XHC_XHC_STACK_H_
+#define XHC_KERNELS_CPU_XHC_XHC_STACK_H_
+
+// The optimized path stacks the projection matrices that read the same input, so one sgemm
+// reads the state (or the gathered active streams) once: [router; pre] over the full state,
+// [res; post] over the active streams.
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/xhc/xhc_types.h"
+
+namespace xhc::kernels {
+
+struct StackedWeights {
+  std::vector<float> w;       // (rows, in)
+  std::vector<float> rowsum;  // (rows) sum over `in` (router rows: the LayerNorm correction)
+  int rows = 0;
+  int offset = 0;             // column of the first stacked row in the (n, 2N) proj matrix
+};
+
+inline StackedWeights StackProjection(const XhcDims& d, const XhcParams& P) {
+  StackedWeights s;
+  const size_t D = d.D(), N = d.N;
+  s.rows = d.has_router ? 2 * d.N : d.N;
+  s.offset = d.has_router ? 0 : d.N;
+  s.w.resize(s.rows * D);
+  size_t row = 0;
+  if (d.has_router) {
+    std::memcpy(s.w.data(), P.router_weight, sizeof(float) * N * D);
+    row = N;
+  }
+  std::memcpy(s.w.data() + row * D, P.pre_weight, sizeof(float) * N * D);
+  s.rowsum.assign(s.rows, 0.0f);
+  for (int r = 0; r < s.rows; ++r) {
+    double acc = 0;
+    for (size_t c = 0; c < D; ++c) acc += s.w[r * D + c];
+    s.rowsum[r] = static_cast<float>(acc);
+  }
+  return s;
+}
+
+inline StackedWeights StackMaps(const XhcDims& d, const XhcParams& P) {
+  StackedWeights s;
+  const size_t Da = d.Da(), kk = d.k * d.k, kK = d.k * d.K;
+  s.rows = d.Q();
+  s.w.resize(s.rows * Da);
+  std::memcpy(s.w.data(), P.res_weight, sizeof(float) * kk * Da);
+  std::memcpy(s.w.data() + kk * Da, P.post_weight, sizeof(float) * kK * Da);
+  return s;
+}
+
+}  // namespace xhc::kernels
+
+#endif  // XHC_KERNELS_CPU_XHC_XHC_STACK_H_

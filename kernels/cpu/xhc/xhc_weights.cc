@@ -1,0 +1,132 @@
+// Optimized weight-gradient backward (W) of the xHC sublayer. Reductions over tokens are
+// sgemms with the token axis as the inner dimension (OpenBLAS threads split only the output,
+// so each element's token order is fixed) or sequential loops; the conv reduction is split
+// over channels. The result is bit-identical for any thread count.
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/xhc/xhc_check.h"
+#include "kernels/cpu/xhc/xhc_ops.h"
+#include "kernels/cpu/xhc/xhc_stack.h"
+#include "runtime/common/status_macros.h"
+#include "third_party/openblas_cblas.h"
+
+namespace xhc::kernels {
+namespace {
+
+// router.weight / pre.weight (+ biases, pre.alpha) from the stashed dz of the projections.
+void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_in,
+                           const XhcCache& cache, const XhcGrads& G) {
+  const int n = cache.B * cache.T_len, N = d.N, D = d.D();
+  const int R = d.has_router ? 2 * N : N, off = d.has_router ? N : 0;
+  std::vector<float> A(static_cast<size_t>(n) * R), tmp(static_cast<size_t>(R) * D);
+  const float alpha = P.pre_alpha[0];
+  for (int tok = 0; tok < n; ++tok) {
+    const float* dz = cache.dz_proj.data() + static_cast<size_t>(tok) * 2 * N;
+    float* a = A.data() + static_cast<size_t>(tok) * R;
+    for (int i = 0; i < N; ++i) {
+      if (d.has_router) a[i] = dz[i] * cache.rstd_ln[tok];  // d / d W of ln(x).W
+      a[off + i] = dz[N + i] * alpha * cache.rstd[tok];      // d / d W of alpha rms(x).W
+    }
+  }
+  // tmp (R, D) = A^T (R, n) . X_in (n, D)
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, D, n, 1.0f, A.data(), R, X_in, D,
+              0.0f, tmp.data(), D);
+  for (int i = 0; i < N; ++i) {
+    float bias = 0, corr = 0, galpha = 0;
+    for (int tok = 0; tok < n; ++tok) {
+      const float* dz = cache.dz_proj.data() + static_cast<size_t>(tok) * 2 * N;
+      const float* proj = cache.proj.data() + static_cast<size_t>(tok) * 2 * N;
+      if (d.has_router) {
+        bias += dz[i];
+        corr += A[static_cast<size_t>(tok) * R + i] * cache.mean[tok];  // ln subtracts mean
+      }
+      galpha += dz[N + i] * cache.rstd[tok] * proj[N + i];
+    }
+    if (d.has_router) {
+      float* gw = G.router_weight + static_cast<size_t>(i) * D;
+      const float* t = tmp.data() + static_cast<size_t>(i) * D;
+      for (int c = 0; c < D; ++c) gw[c] += t[c] - corr;
+      G.router_bias[i] += bias;
+    }
+    float* gw = G.pre_weight + static_cast<size_t>(i) * D;
+    const float* t = tmp.data() + static_cast<size_t>(off + i) * D;
+    for (int c = 0; c < D; ++c) gw[c] += t[c];
+    float pbias = 0;
+    for (int tok = 0; tok < n; ++tok) pbias += cache.dz_proj[static_cast<size_t>(tok) * 2 * N + N + i];
+    G.pre_bias[i] += pbias;
+    G.pre_alpha[0] += galpha;
+  }
+}
+
+// res.* and post.* from the stashed dz of the map pre-activations.
+void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
+                    const XhcGrads& G) {
+  const int n = cache.B * cache.T_len, kk = d.k * d.k, Q = d.Q(), Da = d.Da();
+  std::vector<float> A(static_cast<size_t>(n) * Q), tmp(static_cast<size_t>(Q) * Da);
+  for (int tok = 0; tok < n; ++tok) {
+    for (int q = 0; q < Q; ++q) {
+      const float alpha = q < kk ? P.res_alpha[0] : P.post_alpha[0];
+      A[static_cast<size_t>(tok) * Q + q] =
+          cache.dz_map[static_cast<size_t>(tok) * Q + q] * alpha * cache.rstd_a[tok];
+    }
+  }
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Q, Da, n, 1.0f, A.data(), Q,
+              cache.xa.data(), Da, 0.0f, tmp.data(), Da);
+  for (int q = 0; q < Q; ++q) {
+    const bool res = q < kk;
+    const int row = res ? q : q - kk;
+    float* gw = (res ? G.res_weight : G.post_weight) + static_cast<size_t>(row) * Da;
+    const float* t = tmp.data() + static_cast<size_t>(q) * Da;
+    for (int c = 0; c < Da; ++c) gw[c] += t[c];
+    float bias = 0, galpha = 0;
+    for (int tok = 0; tok < n; ++tok) {
+      const float dz = cache.dz_map[static_cast<size_t>(tok) * Q + q];
+      bias += dz;
+      galpha += dz * cache.rstd_a[tok] * cache.map_raw[static_cast<size_t>(tok) * Q + q];
+    }
+    (res ? G.res_bias : G.post_bias)[row] += bias;
+    (res ? G.res_alpha : G.post_alpha)[0] += galpha;
+  }
+}
+
+// conv.j.weight[tau][c] += sum_t dg_j[t][c] * out[t - tau][c]; parallel over channel blocks,
+// sequential over tokens inside a block.
+void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G) {
+  const int T = cache.T_len, n = cache.B * T, C = d.C, K = d.K;
+  constexpr int kBlock = 64;
+  const int num_blocks = (C + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < num_blocks; ++blk) {
+    const int c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
+    for (int j = 0; j < d.r; ++j) {
+      for (int tok = 0; tok < n; ++tok) {
+        const int t = tok % T;
+        const float* __restrict dg = cache.dg.data() + (static_cast<size_t>(tok) * d.r + j) * C;
+        for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
+          const float* __restrict out = cache.aug.data() + static_cast<size_t>(tok - tau) * K * C;
+          float* __restrict gw = G.conv_weight[j] + tau * C;
+          for (int c = c0; c < c1; ++c) gw[c] += dg[c] * out[c];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParams& P, const float* X_in,
+                                const XhcCache& cache, const XhcGrads& grads) {
+  if (!X_in) return absl::InvalidArgumentError("null buffer");
+  ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache.dims.C));
+  RETURN_IF_ERROR(CheckCache(d, cache));
+  RETURN_IF_ERROR(CheckParams(d, P));
+  RETURN_IF_ERROR(CheckGrads(d, grads));
+  ProjectionWeightGrads(d, P, X_in, cache, grads);
+  MapWeightGrads(d, P, cache, grads);
+  if (d.r > 0) ConvWeightGrads(d, cache, grads);
+  return absl::OkStatus();
+}
+
+}  // namespace xhc::kernels
