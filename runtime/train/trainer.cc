@@ -1,0 +1,165 @@
+#include "runtime/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/file_io.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/data/sampler.h"
+#include "runtime/train/model_io.h"
+#include "runtime/train/optimizer.h"
+
+namespace xhc::train {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+absl::Status SaveCheckpoint(const Config& config, const std::string& out_dir, int64_t step,
+                            const model::ParamSetT<float>& params) {
+  const std::string root = (fs::path(out_dir) / "checkpoints").string();
+  const std::string step_dir = (fs::path(root) / StepDirName(step)).string();
+  std::vector<float> zeros;
+  ASSIGN_OR_RETURN(ShardRecord shard,
+                   WriteShard(step_dir, "model.safetensors", ParamViews(params, true, &zeros)));
+  Manifest m;
+  m.step = step;
+  m.config_yaml = config.source_yaml;
+  m.sampler_step = step;
+  m.rng = {{"seed", absl::StrCat(config.train.seed)}};
+  m.shards = {shard};
+  m.layout = "single-process";
+  return CommitCheckpoint(root, m, config.checkpoint.keep);
+}
+
+std::string FormatEta(double seconds) {
+  const int s = static_cast<int>(std::lround(seconds));
+  return s >= 3600 ? absl::StrFormat("%dh%02dm", s / 3600, (s / 60) % 60)
+                   : absl::StrFormat("%dm%02ds", s / 60, s % 60);
+}
+
+// Runs one optimizer step; returns the mean micro-batch loss.
+absl::StatusOr<double> TrainStep(const Config& config, const BatchSampler& sampler, int64_t step,
+                                 int64_t total, model::StageModel* model,
+                                 model::ParamSetT<float>* params, StepStats* stats) {
+  params->ZeroGrads();
+  const int M = config.train.microbatches;
+  double loss_sum = 0;
+  for (int mb = 0; mb < M; ++mb) {
+    const TokenBatch batch = sampler.Train(step, mb);
+    ASSIGN_OR_RETURN(double loss, model->Forward(mb, batch.batch, batch.inputs.data(),
+                                                 batch.targets.data(), nullptr, nullptr));
+    RETURN_IF_ERROR(model->BackwardInput(mb, 1.0 / M, nullptr, nullptr));
+    RETURN_IF_ERROR(model->BackwardWeight(mb));
+    loss_sum += loss;
+  }
+  *stats = ApplyAdamW(config.optim, total, step, std::sqrt(GradSumOfSquares(*params)), params);
+  return loss_sum / M;
+}
+
+}  // namespace
+
+absl::StatusOr<Corpus> LoadTrainingCorpus(const Config& config) {
+  return LoadCorpus(config.data.train, config.data.val_fraction,
+                    static_cast<int64_t>(config.model.seq_len + 1) * 8);
+}
+
+absl::StatusOr<double> ValidationLoss(const Config& config, const Corpus& corpus,
+                                      model::StageModel* model) {
+  BatchSampler val(&corpus.val, config.train.seed, config.train.batch_size, config.model.seq_len);
+  double total = 0;
+  for (int e = 0; e < config.train.eval_batches; ++e) {
+    const TokenBatch b = val.Eval(e);
+    ASSIGN_OR_RETURN(double loss, model->ForwardOnly(b.batch, b.inputs.data(), b.targets.data(),
+                                                     nullptr, nullptr, nullptr));
+    total += loss;
+  }
+  return total / config.train.eval_batches;
+}
+
+absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions& options) {
+  const int64_t total = options.steps >= 0 ? options.steps : config.train.steps;
+  ASSIGN_OR_RETURN(Corpus corpus, LoadTrainingCorpus(config));
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("create ", options.out_dir, ": ", ec.message()));
+  RETURN_IF_ERROR(WriteFileAtomic((fs::path(options.out_dir) / "config.yaml").string(),
+                                  config.source_yaml));
+  const model::StageSpec spec = model::StageSpec::Full(config.model);
+  model::ParamSetT<float> params = model::BuildStageParams<float>(config.model, spec);
+  model::InitParams(config.model, config.train.seed, &params);
+  TrainResult result;
+  if (options.resume) {
+    std::vector<std::string> warnings;
+    ASSIGN_OR_RETURN(LoadedCheckpoint ckpt,
+                     LoadNewestValid((fs::path(options.out_dir) / "checkpoints").string(),
+                                     &warnings));
+    for (const std::string& w : warnings) LogWarning("%s", w);
+    RETURN_IF_ERROR(LoadParams(ckpt.tensors, /*with_optim=*/true, &params));
+    result.start_step = ckpt.manifest.step;
+    LogInfo("resumed from %s (step %d)", ckpt.dir, ckpt.manifest.step);
+  }
+  model::StageModel model(config.model, spec, &params);
+  BatchSampler sampler(&corpus.train, config.train.seed, config.train.batch_size,
+                       config.model.seq_len);
+  std::ofstream metrics((fs::path(options.out_dir) / "metrics.jsonl").string(), std::ios::app);
+  const double tokens_per_step = static_cast<double>(config.train.microbatches) *
+                                 config.train.batch_size * config.model.seq_len;
+  double train_seconds = 0;
+  for (int64_t step = result.start_step; step < total; ++step) {
+    const auto t0 = Clock::now();
+    StepStats stats;
+    ASSIGN_OR_RETURN(double loss, TrainStep(config, sampler, step, total, &model, &params, &stats));
+    const double dt = Seconds(t0, Clock::now());
+    train_seconds += dt;
+    result.step_losses.push_back(loss);
+    const int64_t done = step + 1;
+    const double tps = tokens_per_step * static_cast<double>(result.step_losses.size()) /
+                       train_seconds;
+    std::string line = absl::StrFormat(
+        "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, \"step_s\": %.4f, "
+        "\"tokens_per_s\": %.1f",
+        done, loss, stats.lr, stats.grad_norm, dt, tokens_per_step / dt);
+    if (config.train.eval_every > 0 && (done % config.train.eval_every == 0 || done == total)) {
+      ASSIGN_OR_RETURN(result.final_val_loss, ValidationLoss(config, corpus, &model));
+      absl::StrAppend(&line, absl::StrFormat(", \"val_loss\": %.6f", result.final_val_loss));
+    }
+    metrics << line << "}\n" << std::flush;
+    if (!options.quiet && (done % config.train.log_every == 0 || done == total)) {
+      std::printf("step %5d/%d  loss %.4f%s  lr %.2e  %.0f tok/s  ETA %s\n",
+                  static_cast<int>(done), static_cast<int>(total), loss,
+                  line.find("val_loss") != std::string::npos
+                      ? absl::StrFormat("  val %.4f", result.final_val_loss).c_str()
+                      : "",
+                  stats.lr, tps, FormatEta(train_seconds / result.step_losses.size() *
+                                           static_cast<double>(total - done)).c_str());
+      std::fflush(stdout);
+    }
+    const bool periodic = config.checkpoint.every > 0 && done % config.checkpoint.every == 0;
+    const bool stopping = done == options.stop_after;
+    if (periodic || done == total || stopping) {
+      RETURN_IF_ERROR(SaveCheckpoint(config, options.out_dir, done, params));
+    }
+    if (stopping) {
+      result.end_step = done;
+      return result;
+    }
+  }
+  result.end_step = total;
+  result.tokens_per_s =
+      train_seconds > 0 ? tokens_per_step * result.step_losses.size() / train_seconds : 0;
+  return result;
+}
+
+}  // namespace xhc::train
