@@ -86,9 +86,11 @@ absl::Status CheckComm(const Schedule& s, const std::vector<std::vector<Action>>
       const Action& a = lists[r][k];
       const bool bwd = a.type == ActionType::kSendB || a.type == ActionType::kRecvB;
       if (a.type == ActionType::kSendF || a.type == ActionType::kSendB) {
-        sends[{bwd, a.stage_idx + (bwd ? -1 : 1), a.microbatch_idx, r, a.peer_rank}] = {r, k};
+        const CommKey key{bwd, a.stage_idx + (bwd ? -1 : 1), a.microbatch_idx, r, a.peer_rank};
+        if (!sends.emplace(key, std::make_pair(r, k)).second) return Fail(lists, r, k, "duplicate send");
       } else if (a.type == ActionType::kRecvF || a.type == ActionType::kRecvB) {
-        recvs[{bwd, a.stage_idx, a.microbatch_idx, a.peer_rank, r}] = {r, k};
+        const CommKey key{bwd, a.stage_idx, a.microbatch_idx, a.peer_rank, r};
+        if (!recvs.emplace(key, std::make_pair(r, k)).second) return Fail(lists, r, k, "duplicate receive");
         posted.insert({bwd, a.stage_idx, a.microbatch_idx});
       } else if (a.IsCompute() && a.type != ActionType::kBackwardWeight) {
         std::vector<std::tuple<bool, int, int>> needs;

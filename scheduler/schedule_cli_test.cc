@@ -1,0 +1,105 @@
+#include "scheduler/schedule_cli.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+
+namespace xhc::scheduler {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun RunCli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int code = RunScheduleCommand(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+TEST(ScheduleCli, JsonStatisticsMatchTheFormula) {
+  CliRun run = RunCli({"--type", "dualpipev", "--ranks", "4", "--microbatches", "10",
+                       "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  nlohmann::json stats = nlohmann::json::parse(run.out);
+  EXPECT_EQ(stats["stages"], 8);
+  EXPECT_EQ(stats["bubble"].size(), 4u);
+  EXPECT_DOUBLE_EQ(stats["analytic_bubble"].get<double>(), 6.0);  // (8/2-1)(3+2-3)
+  for (const auto& b : stats["bubble"]) EXPECT_NEAR(b.get<double>(), 6.0, 0.06);
+  EXPECT_EQ(stats["peak_activations"][0], 9);
+}
+
+TEST(ScheduleCli, CostsAndCommFlags) {
+  CliRun run = RunCli({"--type=1f1b", "--ranks=4", "--microbatches=8", "--costs", "f=2,b=4",
+                       "--format=json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(run.out)["analytic_bubble"].get<double>(), 18.0);
+  run = RunCli({"--type", "1f1b", "--ranks", "2", "--microbatches", "4", "--payload-bytes",
+                "1048576", "--bandwidth-gbps", "8", "--latency-us", "5", "--format", "json"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_GT(nlohmann::json::parse(run.out)["exposed_comm"][0].get<double>(), 0.0);
+}
+
+TEST(ScheduleCli, TextChromeSvgAndCsvFormats) {
+  CliRun text = RunCli({"--type", "zb1p", "--ranks", "2", "--microbatches", "3"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("rank 0: 0F0"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("analytic bubble: 1"), std::string::npos) << text.out;
+  CliRun chrome = RunCli({"--type", "gpipe", "--ranks", "2", "--microbatches", "2",
+                          "--format", "chrome"});
+  ASSERT_EQ(chrome.code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(chrome.out).contains("traceEvents"));
+  CliRun svg = RunCli({"--type", "dualpipe", "--ranks", "2", "--microbatches", "4",
+                       "--format", "svg"});
+  ASSERT_EQ(svg.code, 0);
+  EXPECT_EQ(svg.out.rfind("<svg", 0), 0u);
+  CliRun csv = RunCli({"--type", "1f1b", "--ranks", "2", "--microbatches", "2",
+                       "--format", "torch-csv"});
+  ASSERT_EQ(csv.code, 0);
+  EXPECT_EQ(csv.out, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+}
+
+TEST(ScheduleCli, ValidatesAForeignCsv) {
+  const std::string dir = testing::TempDir();
+  const std::string good = dir + "/good.csv", bad = dir + "/bad.csv";
+  CliRun written = RunCli({"--type", "dualpipe", "--ranks", "4", "--microbatches", "8",
+                           "--format", "torch-csv", "--lowered", "--out", good});
+  ASSERT_EQ(written.code, 0) << written.err;
+  CliRun ok = RunCli({"--validate-csv", good});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("valid: 4 ranks, 4 stages, 8 micro-batches"), std::string::npos);
+  std::ofstream(bad) << "0F0,0B0\n1B0,1F0\n";  // rank 1 runs its backward first
+  CliRun fail = RunCli({"--validate-csv", bad});
+  EXPECT_EQ(fail.code, 1);
+  EXPECT_NE(fail.err.find("deadlock"), std::string::npos) << fail.err;
+  EXPECT_NE(fail.err.find(">>1B0<<"), std::string::npos) << fail.err;
+}
+
+TEST(ScheduleCli, BadCommandLinesExitTwoWithAReason) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--type", "dualpipe", "--ranks", "3", "--microbatches", "12"}, "even number of ranks"},
+      {{"--type", "1f1b", "--ranks", "x", "--microbatches", "4"}, "not an integer"},
+      {{"--ranks", "2"}, "--type is required"},
+      {{"--type", "1f1b", "--format", "png"}, "not one of"},
+      {{"--type", "1f1b", "--costs", "q=1"}, "unknown key 'q'"},
+      {{"--bogus"}, "unknown argument"},
+      {{"--type"}, "needs a value"},
+  };
+  for (const auto& [args, message] : cases) {
+    CliRun run = RunCli(args);
+    EXPECT_EQ(run.code, 2) << message;
+    EXPECT_NE(run.err.find(message), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("usage"), std::string::npos) << run.err;
+  }
+}
+
+}  // namespace
+}  // namespace xhc::scheduler

@@ -1,0 +1,62 @@
+#include "scheduler/torch_csv.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "scheduler/schedule.h"
+#include "scheduler/validator.h"
+
+namespace xhc::scheduler {
+namespace {
+
+TEST(TorchCsv, FormatMatchesPyTorch) {
+  std::vector<std::vector<Action>> lists = {
+      {Action::F(0, 0), Action::Comm(ActionType::kSendF, 0, 0, 1),
+       Action::FB(Action::F(0, 7), Action::B(7, 3))},
+      {Action::I(7, 0), Action::W(7, 0)}};
+  EXPECT_EQ(WriteTorchCsv(lists), "0F0,0SEND_F0,(0F7;7B3)OVERLAP_F_B\n7I0,7W0\n");
+}
+
+TEST(TorchCsv, RoundTripsEveryTypeExactly) {
+  const ScheduleRequest requests[] = {{"gpipe", 3, 5, 1},    {"1f1b", 4, 8, 1},
+                                      {"zb1p", 4, 9, 1},     {"interleaved1f1b", 2, 4, 3},
+                                      {"dualpipe", 4, 8, 1}, {"dualpipev", 4, 10, 1}};
+  for (const ScheduleRequest& req : requests) {
+    absl::StatusOr<Schedule> s = BuildSchedule(req);
+    ASSERT_TRUE(s.ok()) << s.status();
+    // Compute lists: text and actions both survive.
+    const std::string csv = WriteTorchCsv(s->rank_actions);
+    absl::StatusOr<std::vector<std::vector<Action>>> back = ReadTorchCsv(csv);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, s->rank_actions) << req.type;
+    EXPECT_EQ(WriteTorchCsv(*back), csv);
+    // The layout recovered from the actions lowers to the same lists, peers included.
+    absl::StatusOr<Schedule> foreign = ScheduleFromActions(*back);
+    ASSERT_TRUE(foreign.ok()) << foreign.status();
+    EXPECT_EQ(foreign->stage_mb_rank, s->stage_mb_rank) << req.type;
+    EXPECT_EQ(foreign->Lower(), s->Lower()) << req.type;
+    // Lowered lists: peers are not in the CSV and come back from the layout.
+    std::vector<std::vector<Action>> lowered = s->Lower();
+    absl::StatusOr<std::vector<std::vector<Action>>> lowered_back =
+        ReadTorchCsv(WriteTorchCsv(lowered));
+    ASSERT_TRUE(lowered_back.ok()) << lowered_back.status();
+    ASSERT_TRUE(FillPeers(*foreign, *lowered_back).ok());
+    EXPECT_EQ(*lowered_back, lowered) << req.type;
+    EXPECT_TRUE(ValidateLists(*foreign, *lowered_back).ok()) << req.type;
+  }
+}
+
+TEST(TorchCsv, ToleratesEmptyCellsAndNamesBadCells) {
+  absl::StatusOr<std::vector<std::vector<Action>>> lists = ReadTorchCsv("0F0,,0B0,\n1F0,1B0\n\n");
+  ASSERT_TRUE(lists.ok()) << lists.status();
+  EXPECT_EQ(lists->size(), 2u);
+  EXPECT_EQ((*lists)[0].size(), 2u);
+  absl::StatusOr<std::vector<std::vector<Action>>> bad = ReadTorchCsv("0F0,0B0\n1F0,1Q0\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("row 1 (rank 1) cell 1"), std::string::npos)
+      << bad.status();
+  EXPECT_FALSE(ReadTorchCsv("\n").ok());
+}
+
+}  // namespace
+}  // namespace xhc::scheduler
