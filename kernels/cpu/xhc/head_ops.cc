@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
+#include "kernels/cpu/xhc/gemm_util.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
-#include "third_party/openblas_cblas.h"
 
 namespace xhc::kernels {
 
@@ -39,8 +39,7 @@ absl::Status HeadReduceForward(const HeadParams& P, int n, int N, int C, const f
   cache->proj.resize(static_cast<size_t>(n) * N);
   cache->h.resize(static_cast<size_t>(n) * N);
   cache->dz.resize(static_cast<size_t>(n) * N);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, N, D, 1.0f, X, D, P.weight, D, 0.0f,
-              cache->proj.data(), N);
+  cpu::DeterministicSgemm(false, true, n, N, D, X, D, P.weight, D, 0.0f, cache->proj.data(), N);
 #pragma omp parallel for schedule(static)
   for (int tok = 0; tok < n; ++tok) {
     const float* x = X + static_cast<size_t>(tok) * D;
@@ -87,8 +86,7 @@ absl::Status HeadReduceBackwardInput(const HeadParams& P, int n, int N, int C, c
       for (int c = 0; c < C; ++c) dst[c] = h * dyt[c] - a * xi[c];
     }
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, N, 1.0f, zc.data(), N,
-              P.weight, D, 1.0f, dX, D);
+  cpu::DeterministicSgemm(false, false, n, D, N, zc.data(), N, P.weight, D, 1.0f, dX, D);
   return absl::OkStatus();
 }
 
@@ -109,8 +107,7 @@ absl::Status HeadReduceBackwardWeights(const HeadParams& P, int n, int N, int C,
     }
   }
   // weight (N, D) += A^T (N, n) . X (n, D): accumulate straight into the gradient.
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, D, n, 1.0f, A.data(), N, X, D, 1.0f,
-              G.weight, D);
+  cpu::DeterministicSgemm(true, false, N, D, n, A.data(), N, X, D, 1.0f, G.weight, D);
   for (int i = 0; i < N; ++i) {
     float b = 0;
     for (int tok = 0; tok < n; ++tok) b += cache.dz[static_cast<size_t>(tok) * N + i];

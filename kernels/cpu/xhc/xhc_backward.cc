@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
+#include "kernels/cpu/xhc/gemm_util.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_stack.h"
 #include "runtime/common/status_macros.h"
-#include "third_party/openblas_cblas.h"
 
 namespace xhc::kernels {
 namespace {
@@ -222,8 +222,7 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
     corr_a[tok] = TokenMapCoefficients(d, P, *cache, tok, zm.data() + static_cast<size_t>(tok) * Q);
   }
   // Map path of the active streams: dxa_maps (n, k*C) = zm (n, Q) . [res; post] (Q, k*C).
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, Da, Q, 1.0f, zm.data(), Q,
-              map_w.w.data(), Da, 0.0f, dxa_maps.data(), Da);
+  cpu::DeterministicSgemm(false, false, n, Da, Q, zm.data(), Q, map_w.w.data(), Da, 0.0f, dxa_maps.data(), Da);
 #pragma omp parallel
   {
     std::vector<float> dA(static_cast<size_t>(Da));
@@ -239,8 +238,7 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
     }
   }
   // Router / read-map path: dX (n, N*C) += zc (n, R) . [router; pre] (R, N*C).
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, R, 1.0f, zc.data(), R,
-              proj_w.w.data(), D, 1.0f, dX, D);
+  cpu::DeterministicSgemm(false, false, n, D, R, zc.data(), R, proj_w.w.data(), D, 1.0f, dX, D);
   return absl::OkStatus();
 }
 

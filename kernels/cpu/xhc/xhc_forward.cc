@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
+#include "kernels/cpu/xhc/gemm_util.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_stack.h"
 #include "runtime/common/status_macros.h"
-#include "third_party/openblas_cblas.h"
 
 namespace xhc::kernels {
 namespace {
@@ -90,8 +90,7 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int 
   const int n = B * T, N = d.N, D = d.D(), Da = d.Da(), Q = d.Q();
   // Raw projections: proj (n, 2N) = X (n, D) . [router; pre]^T.
   const StackedWeights proj_w = StackProjection(d, P);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, proj_w.rows, D, 1.0f, X, D,
-              proj_w.w.data(), D, 0.0f, cache->proj.data() + proj_w.offset, 2 * N);
+  cpu::DeterministicSgemm(false, true, n, proj_w.rows, D, X, D, proj_w.w.data(), D, 0.0f, cache->proj.data() + proj_w.offset, 2 * N);
   const float* rowsum = proj_w.rowsum.data();
 #pragma omp parallel for schedule(static)
   for (int tok = 0; tok < n; ++tok) {
@@ -99,8 +98,7 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int 
   }
   // Raw map projections: map_raw (n, Q) = Xa (n, k*C) . [res; post]^T.
   const StackedWeights map_w = StackMaps(d, P);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, Q, Da, 1.0f, cache->xa.data(), Da,
-              map_w.w.data(), Da, 0.0f, cache->map_raw.data(), Q);
+  cpu::DeterministicSgemm(false, true, n, Q, Da, cache->xa.data(), Da, map_w.w.data(), Da, 0.0f, cache->map_raw.data(), Q);
 #pragma omp parallel for schedule(static)
   for (int tok = 0; tok < n; ++tok) TokenMixMaps(cfg, d, P, tok, cache);
   return absl::OkStatus();

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/xhc/gemm_util.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_stack.h"
 #include "runtime/common/status_macros.h"
-#include "third_party/openblas_cblas.h"
 
 namespace xhc::kernels {
 namespace {
@@ -31,8 +31,7 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
     }
   }
   // tmp (R, D) = A^T (R, n) . X_in (n, D)
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, D, n, 1.0f, A.data(), R, X_in, D,
-              0.0f, tmp.data(), D);
+  cpu::DeterministicSgemm(true, false, R, D, n, A.data(), R, X_in, D, 0.0f, tmp.data(), D);
   for (int i = 0; i < N; ++i) {
     float bias = 0, corr = 0, galpha = 0;
     for (int tok = 0; tok < n; ++tok) {
@@ -72,8 +71,7 @@ void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
           cache.dz_map[static_cast<size_t>(tok) * Q + q] * alpha * cache.rstd_a[tok];
     }
   }
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Q, Da, n, 1.0f, A.data(), Q,
-              cache.xa.data(), Da, 0.0f, tmp.data(), Da);
+  cpu::DeterministicSgemm(true, false, Q, Da, n, A.data(), Q, cache.xa.data(), Da, 0.0f, tmp.data(), Da);
   for (int q = 0; q < Q; ++q) {
     const bool res = q < kk;
     const int row = res ? q : q - kk;
@@ -97,6 +95,10 @@ void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G)
   const int T = cache.T_len, n = cache.B * T, C = d.C, K = d.K;
   constexpr int kBlock = 64;
   const int num_blocks = (C + kBlock - 1) / kBlock;
+  // This micro-batch's sum is formed apart, then added: accumulation across calls is then
+  // one rounding per call, as for the other parameters.
+  std::vector<std::vector<float>> sums(d.r);
+  for (int j = 0; j < d.r; ++j) sums[j].assign(static_cast<size_t>(d.kernels[j]) * C, 0.0f);
 #pragma omp parallel for schedule(static)
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
@@ -106,11 +108,14 @@ void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G)
         const float* __restrict dg = cache.dg.data() + (static_cast<size_t>(tok) * d.r + j) * C;
         for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
           const float* __restrict out = cache.aug.data() + static_cast<size_t>(tok - tau) * K * C;
-          float* __restrict gw = G.conv_weight[j] + tau * C;
+          float* __restrict gw = sums[j].data() + tau * C;
           for (int c = c0; c < c1; ++c) gw[c] += dg[c] * out[c];
         }
       }
     }
+  }
+  for (int j = 0; j < d.r; ++j) {
+    for (size_t e = 0; e < sums[j].size(); ++e) G.conv_weight[j][e] += sums[j][e];
   }
 }
 
