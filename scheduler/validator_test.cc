@@ -118,6 +118,10 @@ TEST(ValidatorErrors, UnmatchedSendAndMissingReceive) {
   ASSERT_NE(it, lowered[0].end());
   lowered[0].erase(it);
   ExpectError(s, lowered, "never received before use", "0B1");
+  // A forward output of the last stage sent to a rank that never receives it.
+  lowered = s.Lower();
+  lowered[1].push_back(Action::Comm(ActionType::kSendF, 1, 0, 0));
+  ExpectError(s, lowered, "send has no matching receive", "1SEND_F0");
 }
 
 TEST(ValidatorReport, PeakActivations) {
