@@ -54,18 +54,23 @@ std::string ChromeTraceJson(const Schedule& s, const SimResult& result) {
   for (int r = 0; r < static_cast<int>(result.timeline.size()); ++r) {
     events.push_back(Meta(r, -1, "process_name", absl::StrCat("rank ", r)));
     events.push_back(Meta(r, 0, "thread_name", "compute"));
-    events.push_back(Meta(r, 1, "thread_name", "comm"));
+    events.push_back(Meta(r, 1, "thread_name", "comm: send / reduce"));
+    events.push_back(Meta(r, 2, "thread_name", "comm: receive completes"));
     for (const TimedAction& t : result.timeline[r]) {
-      const int tid = t.on_comm_stream ? 1 : 0;
-      const double ts = t.start * kUsPerUnit, dur = (t.end - t.start) * kUsPerUnit;
+      const ActionType type = t.action.type;
+      const bool send = type == ActionType::kSendF || type == ActionType::kSendB;
+      const bool recv = type == ActionType::kRecvF || type == ActionType::kRecvB;
+      // Receives are drawn as the instant their data lands: posted receives overlap each
+      // other, and overlapping slices on one track do not nest in trace viewers.
+      const int tid = recv ? 2 : (t.on_comm_stream ? 1 : 0);
+      const double ts = (recv ? t.end : t.start) * kUsPerUnit;
+      const double dur = recv ? 0.0 : (t.end - t.start) * kUsPerUnit;
       nlohmann::json ev = {{"ph", "X"},        {"pid", r},   {"tid", tid},
                            {"name", ToString(t.action)}, {"cat", Category(t.action)},
                            {"ts", ts},         {"dur", dur}};
       if (t.action.peer_rank >= 0) ev["args"] = {{"peer_rank", t.action.peer_rank}};
+      if (recv) ev["args"]["posted_at_us"] = t.start * kUsPerUnit;
       events.push_back(ev);
-      const ActionType type = t.action.type;
-      const bool send = type == ActionType::kSendF || type == ActionType::kSendB;
-      const bool recv = type == ActionType::kRecvF || type == ActionType::kRecvB;
       if (!send && !recv) continue;
       auto [it, fresh] = flow_ids.emplace(FlowOf(t.action), static_cast<int>(flow_ids.size()));
       // The arrow leaves as the send starts and lands when the receive completes.
