@@ -85,6 +85,7 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParamsT<R>& P, const 
   const int k = d.k, K = d.K, C = d.C, D = d.D(), T_len = cache->T_len;
   const size_t n = static_cast<size_t>(cache->B) * T_len;
   std::vector<R> dA(k * C), daug(K * C), g(d.r * C + 1), v(K * C), hist(d.r * d.r * C + 1);
+  std::vector<R> out_s(static_cast<size_t>(T_len) * C);
   for (size_t tok = 0; tok < n; ++tok) {
     for (int j = 0; j < k; ++j) {  // dA[j] = dX_new[tok, idx_j]
       const int i = cache->idx[tok * k + j];
@@ -93,11 +94,11 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParamsT<R>& P, const 
     RefTokenBackwardOut(cfg, d, P, tok, dA.data(), cache, daug.data());
     // Recompute the Gram-Schmidt history from out = aug[0].
     const int b = static_cast<int>(tok / T_len), t = static_cast<int>(tok % T_len);
-    const R* out_seq = cache->aug.data();  // aug[tok'][0] = out[tok'], stride K*C
-    std::vector<R> out_s(static_cast<size_t>(T_len) * C);
-    for (int tt = 0; tt <= t; ++tt) {
-      for (int c = 0; c < C; ++c) {
-        out_s[tt * C + c] = out_seq[(static_cast<size_t>(b) * T_len + tt) * K * C + c];
+    if (t == 0) {  // out (T, C) of this sequence, from aug[tok'][0] = out[tok']
+      for (int tt = 0; tt < T_len; ++tt) {
+        for (int c = 0; c < C; ++c) {
+          out_s[tt * C + c] = cache->aug[(static_cast<size_t>(b) * T_len + tt) * K * C + c];
+        }
       }
     }
     RefConv(d, P, out_s.data(), t, g.data());

@@ -1,0 +1,202 @@
+// Benchmark of one attention-side and one MLP-side xHC sublayer's residual work (F = copy):
+// n = 4096 tokens (B = 4, T = 1024), C = 1024, N = 16, k = 4, m = 2, kernels {4, 8, 12}.
+// Prints one JSON object (--json) with the fused and reference times, the bytes and flops of
+// the fused forward+backward, memcpy bandwidth, OpenBLAS sgemm rate and the roofline fraction.
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/xhc/xhc_ops.h"
+#include "kernels/cpu/xhc/xhc_reference.h"
+#include "third_party/openblas_cblas.h"
+
+namespace xhc::kernels {
+namespace {
+
+constexpr int kB = 4, kT = 1024, kC = 1024, kN = 16, kK = 4, kM = 2;
+constexpr size_t kTok = static_cast<size_t>(kB) * kT;
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Sublayer {
+  XhcConfig cfg;
+  XhcDims d;
+  std::vector<std::vector<float>> store;  // parameters, then gradients
+  XhcParams P;
+  XhcGrads G;
+  XhcCache cache;
+
+  float* Add(size_t n, float scale, float offset, std::mt19937& rng) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    store.emplace_back(n);
+    for (auto& v : store.back()) v = offset + scale * nd(rng);
+    return store.back().data();
+  }
+  Sublayer(bool mlp, std::mt19937& rng) {
+    cfg.n_streams = kN, cfg.n_active = kK, cfg.n_fixed = kM, cfg.is_mlp = mlp;
+    d = ResolveDims(cfg, kC).value();
+    store.reserve(64);
+    const size_t D = d.D(), Da = d.Da();
+    P.router_weight = Add(kN * D, 0.02f, 0, rng), P.router_bias = Add(kN, 0.1f, 0, rng);
+    P.pre_weight = Add(kN * D, 0.02f, 0, rng), P.pre_bias = Add(kN, 0.1f, 0, rng);
+    P.pre_alpha = Add(1, 0, 0.01f, rng);
+    P.res_weight = Add(d.k * d.k * Da, 0.02f, 0, rng), P.res_bias = Add(d.k * d.k, 0.25f, 0, rng);
+    P.res_alpha = Add(1, 0, 0.01f, rng);
+    P.post_weight = Add(d.k * d.K * Da, 0.02f, 0, rng), P.post_bias = Add(d.k * d.K, 0.1f, 0, rng);
+    P.post_alpha = Add(1, 0, 0.01f, rng);
+    for (int j = 0; j < d.r; ++j) P.conv_weight.push_back(Add(d.kernels[j] * kC, 0.1f, 0, rng));
+    G.router_weight = Add(kN * D, 0, 0, rng), G.router_bias = Add(kN, 0, 0, rng);
+    G.pre_weight = Add(kN * D, 0, 0, rng), G.pre_bias = Add(kN, 0, 0, rng);
+    G.pre_alpha = Add(1, 0, 0, rng);
+    G.res_weight = Add(d.k * d.k * Da, 0, 0, rng), G.res_bias = Add(d.k * d.k, 0, 0, rng);
+    G.res_alpha = Add(1, 0, 0, rng);
+    G.post_weight = Add(d.k * d.K * Da, 0, 0, rng), G.post_bias = Add(d.k * d.K, 0, 0, rng);
+    G.post_alpha = Add(1, 0, 0, rng);
+    for (int j = 0; j < d.r; ++j) G.conv_weight.push_back(Add(d.kernels[j] * kC, 0, 0, rng));
+  }
+
+  // Bytes the fused path moves for fwd+bwd, pass by pass (reads + writes, float32).
+  double Bytes() const {
+    const double NC = d.D(), C = kC, kC_ = d.Da(), K = d.K, r = d.r;
+    const double fwd = NC + NC + C + kC_       // proj sgemm reads X; TokenPre reads X, writes u, xa
+                       + kC_                   // map sgemm reads xa
+                       + C + K * C + 2 * kC_;  // Post: out, aug, xa read, k streams written
+    const double bwd_out = 2 * kC_ + K * C + C + 2 * r * C;  // dA, xa, aug, d_out, dg
+    const double bwd_in = 3 * NC + C + 3 * kC_  // X_in, dX read+write, du, xa, dxa_maps w+r
+                          + 2 * NC;             // sgemm dX += zc . W (read + write)
+    const double wgt = NC + kC_ + r * C + C;    // sgemms read X_in, xa; conv reads dg, out
+    return (fwd + bwd_out + bwd_in + wgt) * 4.0 * kTok;
+  }
+  // Flops: the three projection sgemms of each kind plus the O(N C) vector work.
+  double Flops() const {
+    const double D = d.D(), Da = d.Da(), R = 2.0 * kN, Q = d.Q();
+    const double gemm = 3 * (2 * D * R + 2 * Da * Q);
+    const double vec = 2 * D /*dense read*/ + 2 * D /*dhpre*/ + 4 * d.k * (d.k + d.K) * kC +
+                       2 * D /*stats*/ + 6 * D /*bwd write*/;
+    return (gemm + vec) * kTok;
+  }
+};
+
+void RunForward(Sublayer& s, float* X, std::vector<float>& u, std::vector<float>& out, bool ref) {
+  if (ref) {
+    (void)ref::XhcPre(s.cfg, s.P, kB, kT, kC, X, u.data(), &s.cache);
+    std::memcpy(out.data(), u.data(), sizeof(float) * u.size());
+    (void)ref::XhcPost(s.cfg, s.P, out.data(), X, &s.cache);
+  } else {
+    (void)XhcPre(s.cfg, s.P, kB, kT, kC, X, u.data(), &s.cache);
+    std::memcpy(out.data(), u.data(), sizeof(float) * u.size());
+    (void)XhcPost(s.cfg, s.P, out.data(), X, &s.cache);
+  }
+}
+
+void RunBackward(Sublayer& s, const float* X_in, float* dX, std::vector<float>& d_out, bool ref) {
+  if (ref) {
+    (void)ref::XhcBackwardOut(s.cfg, s.P, dX, &s.cache, d_out.data());
+    (void)ref::XhcBackwardInput(s.cfg, s.P, X_in, d_out.data(), dX, &s.cache);
+    (void)ref::XhcBackwardWeights(s.cfg, s.P, X_in, s.cache, s.G);
+  } else {
+    (void)XhcBackwardOut(s.cfg, s.P, dX, &s.cache, d_out.data());
+    (void)XhcBackwardInput(s.cfg, s.P, X_in, d_out.data(), dX, &s.cache);  // du = d_out (F = copy)
+    (void)XhcBackwardWeights(s.cfg, s.P, X_in, s.cache, s.G);
+  }
+}
+
+struct Buffers {
+  std::vector<float> X, X_attn_in, X_mlp_in, dX, u, out, d_out;
+};
+
+// Attention then MLP sublayer, forward (and backward): seconds.
+double Step(Sublayer& attn, Sublayer& mlp, Buffers& b, bool backward, bool ref) {
+  const double t0 = Now();
+  std::memcpy(b.X_attn_in.data(), b.X.data(), sizeof(float) * b.X.size());
+  RunForward(attn, b.X.data(), b.u, b.out, ref);
+  std::memcpy(b.X_mlp_in.data(), b.X.data(), sizeof(float) * b.X.size());
+  RunForward(mlp, b.X.data(), b.u, b.out, ref);
+  if (backward) {
+    RunBackward(mlp, b.X_mlp_in.data(), b.dX.data(), b.d_out, ref);
+    RunBackward(attn, b.X_attn_in.data(), b.dX.data(), b.d_out, ref);
+  }
+  return Now() - t0;
+}
+
+double MemcpyGbps() {
+  const size_t n = 64u << 20;  // 256 MiB
+  std::vector<float> a(n, 1.0f), b(n, 0.0f);
+  double best = 1e9;
+  for (int it = 0; it < 4; ++it) {
+    const double t0 = Now();
+#pragma omp parallel
+    {
+      const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+      const size_t lo = n * id / nt, hi = n * (id + 1) / nt;
+      std::memcpy(b.data() + lo, a.data() + lo, (hi - lo) * sizeof(float));
+    }
+    best = std::min(best, Now() - t0);
+  }
+  return 2.0 * n * sizeof(float) / best / 1e9;  // read + write traffic
+}
+
+double SgemmGflops() {
+  const int n = 2048;
+  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a), c(a);
+  double best = 1e9;
+  for (int it = 0; it < 3; ++it) {
+    const double t0 = Now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n,
+                b.data(), n, 0.0f, c.data(), n);
+    best = std::min(best, Now() - t0);
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+int Main(bool json) {
+  std::mt19937 rng(1234);
+  Sublayer attn(false, rng), mlp(true, rng);
+  Buffers b;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  b.X.resize(kTok * kN * kC);
+  for (auto& v : b.X) v = nd(rng);
+  b.X_attn_in = b.X_mlp_in = b.dX = b.X;
+  b.u.resize(kTok * kC), b.out = b.d_out = b.u;
+  const std::vector<float> X0 = b.X;
+  auto reset = [&] { b.X = X0; b.dX = X0; };
+  reset();
+  Step(attn, mlp, b, true, false);  // warm-up (allocations, page faults)
+  double fwd = 1e9, fwdbwd = 1e9;
+  for (int it = 0; it < 3; ++it) reset(), fwd = std::min(fwd, Step(attn, mlp, b, false, false));
+  for (int it = 0; it < 3; ++it) reset(), fwdbwd = std::min(fwdbwd, Step(attn, mlp, b, true, false));
+  reset();
+  const double ref_fwdbwd = Step(attn, mlp, b, true, true);
+  const double bytes = attn.Bytes() + mlp.Bytes(), flops = attn.Flops() + mlp.Flops();
+  const double gbps = MemcpyGbps(), gflops = SgemmGflops();
+  const double bound = std::max(bytes / (gbps * 1e9), flops / (gflops * 1e9));
+  std::printf(json ? "{\"tokens\": %zu, \"C\": %d, \"N\": %d, \"k\": %d, \"m\": %d, "
+                     "\"threads\": %d, \"fused_fwd_ms\": %.2f, \"fused_fwdbwd_ms\": %.2f, "
+                     "\"reference_fwdbwd_ms\": %.1f, \"bytes\": %.0f, \"flops\": %.0f, "
+                     "\"memcpy_gbps\": %.2f, \"sgemm_gflops\": %.1f, \"bound_ms\": %.2f, "
+                     "\"roofline_fraction\": %.3f}\n"
+                   : "tokens %zu C %d N %d k %d m %d threads %d\nfused fwd %.2f ms, fwd+bwd "
+                     "%.2f ms, reference fwd+bwd %.1f ms\nbytes %.0f flops %.0f memcpy %.2f "
+                     "GB/s sgemm %.1f GFLOP/s bound %.2f ms roofline fraction %.3f\n",
+              kTok, kC, kN, kK, kM, omp_get_max_threads(), fwd * 1e3, fwdbwd * 1e3,
+              ref_fwdbwd * 1e3, bytes, flops, gbps, gflops, bound * 1e3, bound / fwdbwd);
+  return 0;
+}
+
+}  // namespace
+}  // namespace xhc::kernels
+
+int main(int argc, char** argv) {
+  bool json = false;
+  for (int i = 1; i < argc; ++i) json |= std::strcmp(argv[i], "--json") == 0;
+  return xhc::kernels::Main(json);
+}
