@@ -1,0 +1,46 @@
+// xhc: the single binary of the xHC pipeline runtime.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/cli/blas_env.h"
+#include "runtime/cli/commands.h"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+  const char* help;
+};
+
+const Subcommand kSubcommands[] = {
+    {"train", xhc::cli::RunTrain, "single-process training on a config"},
+    {"eval", xhc::cli::RunEval, "loss (and gradients) of a checkpoint or safetensors weights"},
+    {"sample", xhc::cli::RunSample, "generate text from a checkpoint"},
+    {"schedule", xhc::cli::RunSchedule, "build, validate, simulate and export pipeline schedules"},
+    {"ckpt", xhc::cli::RunCkpt, "verify or inspect a checkpoint"},
+};
+
+void Usage() {
+  std::fprintf(stderr, "usage: xhc <command> [flags]   (xhc <command> --help for its flags)\n\n");
+  for (const Subcommand& s : kSubcommands) std::fprintf(stderr, "  %-10s %s\n", s.name, s.help);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  xhc::cli::MaybeReexecWithBlasCoretype(argv);
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
+    Usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  for (const Subcommand& s : kSubcommands) {
+    if (std::strcmp(argv[1], s.name) == 0) return s.run(args);
+  }
+  std::fprintf(stderr, "xhc: unknown command '%s'\n\n", argv[1]);
+  Usage();
+  return 2;
+}
