@@ -1,5 +1,8 @@
 // xhc: the single binary of the xHC pipeline runtime.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -32,6 +35,10 @@ void Usage() {
 
 int main(int argc, char** argv) {
   xhc::cli::MaybeReexecWithBlasCoretype(argv);
+  // Under `bazel run`, relative paths mean the caller's directory, not the runfiles tree.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {
+    if (chdir(dir) != 0) std::perror("chdir to BUILD_WORKING_DIRECTORY");
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
     Usage();
     return argc < 2 ? 2 : 0;
