@@ -1,0 +1,89 @@
+// Device query, memory, events and host bf16 conversion behind the C-style API.
+
+#include <cublas_v2.h>
+
+#include <cstring>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace xhc::cuda {
+
+int DeviceCount(int* count) {
+  *count = 0;
+  const cudaError_t e = cudaGetDeviceCount(count);
+  // No driver / no device is a fact about the machine, not an error: callers skip.
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
+      e == cudaErrorInitializationError || e == cudaErrorNotPermitted ||
+      e == cudaErrorSystemNotReady || e == cudaErrorCompatNotSupportedOnDevice) {
+    *count = 0;
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return 0;
+  }
+  if (e != cudaSuccess) *count = 0;
+  return static_cast<int>(e);
+}
+
+const char* ErrorString(int err) {
+  if (err == kXhcErrInvalidArgument) return "shape outside the CUDA kernels' limits";
+  if (err == kXhcErrNoCuda) return "built without the CUDA toolkit";
+  if (err >= kXhcErrCublasBase && err < kXhcErrCublasBase + 1000) return "cuBLAS error";
+  return cudaGetErrorString(static_cast<cudaError_t>(err));
+}
+
+int Malloc(void** ptr, size_t bytes) { return static_cast<int>(cudaMalloc(ptr, bytes)); }
+int Free(void* ptr) { return static_cast<int>(cudaFree(ptr)); }
+int MemcpyH2D(void* d, const void* s, size_t b) {
+  return static_cast<int>(cudaMemcpy(d, s, b, cudaMemcpyHostToDevice));
+}
+int MemcpyD2H(void* d, const void* s, size_t b) {
+  return static_cast<int>(cudaMemcpy(d, s, b, cudaMemcpyDeviceToHost));
+}
+int MemcpyD2D(void* d, const void* s, size_t b, void* stream) {
+  return static_cast<int>(cudaMemcpyAsync(d, s, b, cudaMemcpyDeviceToDevice, as_stream(stream)));
+}
+int Memset(void* d, int byte, size_t b) { return static_cast<int>(cudaMemset(d, byte, b)); }
+int Synchronize() { return static_cast<int>(cudaDeviceSynchronize()); }
+
+int CublasCreate(void** handle) {
+  cublasHandle_t h = nullptr;
+  const cublasStatus_t st = cublasCreate(&h);
+  if (st != CUBLAS_STATUS_SUCCESS) return kXhcErrCublasBase + static_cast<int>(st);
+  *handle = h;
+  return 0;
+}
+int CublasDestroy(void* handle) {
+  const cublasStatus_t st = cublasDestroy(static_cast<cublasHandle_t>(handle));
+  return st == CUBLAS_STATUS_SUCCESS ? 0 : kXhcErrCublasBase + static_cast<int>(st);
+}
+
+bf16_t FloatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<bf16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<bf16_t>(u >> 16);
+}
+float Bf16ToFloat(bf16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+int EventCreate(void** ev) {
+  cudaEvent_t e;
+  XHC_CUDA_TRY(cudaEventCreate(&e));
+  *ev = e;
+  return 0;
+}
+int EventRecord(void* ev, void* stream) {
+  return static_cast<int>(cudaEventRecord(static_cast<cudaEvent_t>(ev), as_stream(stream)));
+}
+int EventElapsedMs(void* a, void* b, float* ms) {
+  XHC_CUDA_TRY(cudaEventSynchronize(static_cast<cudaEvent_t>(b)));
+  return static_cast<int>(
+      cudaEventElapsedTime(ms, static_cast<cudaEvent_t>(a), static_cast<cudaEvent_t>(b)));
+}
+int EventDestroy(void* ev) { return static_cast<int>(cudaEventDestroy(static_cast<cudaEvent_t>(ev))); }
+
+}  // namespace xhc::cuda
