@@ -4,6 +4,8 @@
 // the fused forward+backward, memcpy bandwidth, OpenBLAS sgemm rate and the roofline fraction.
 
 #include <omp.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -86,15 +88,31 @@ struct Sublayer {
   }
 };
 
+// Seconds spent in each fused phase (summed over both sublayers) during one Step.
+struct Phases {
+  double copy = 0, pre = 0, post = 0, bwd_out = 0, bwd_in = 0, bwd_w = 0;
+};
+Phases* g_phases = nullptr;  // set while timing the fused path
+double g_mark = 0;
+void Mark(double Phases::*field) {
+  const double t = Now();
+  if (g_phases) g_phases->*field += t - g_mark;
+  g_mark = t;
+}
+
 void RunForward(Sublayer& s, float* X, std::vector<float>& u, std::vector<float>& out, bool ref) {
   if (ref) {
     (void)ref::XhcPre(s.cfg, s.P, kB, kT, kC, X, u.data(), &s.cache);
     std::memcpy(out.data(), u.data(), sizeof(float) * u.size());
     (void)ref::XhcPost(s.cfg, s.P, out.data(), X, &s.cache);
   } else {
+    g_mark = Now();
     (void)XhcPre(s.cfg, s.P, kB, kT, kC, X, u.data(), &s.cache);
+    Mark(&Phases::pre);
     std::memcpy(out.data(), u.data(), sizeof(float) * u.size());
+    Mark(&Phases::copy);
     (void)XhcPost(s.cfg, s.P, out.data(), X, &s.cache);
+    Mark(&Phases::post);
   }
 }
 
@@ -104,9 +122,13 @@ void RunBackward(Sublayer& s, const float* X_in, float* dX, std::vector<float>& 
     (void)ref::XhcBackwardInput(s.cfg, s.P, X_in, d_out.data(), dX, &s.cache);
     (void)ref::XhcBackwardWeights(s.cfg, s.P, X_in, s.cache, s.G);
   } else {
+    g_mark = Now();
     (void)XhcBackwardOut(s.cfg, s.P, dX, &s.cache, d_out.data());
+    Mark(&Phases::bwd_out);
     (void)XhcBackwardInput(s.cfg, s.P, X_in, d_out.data(), dX, &s.cache);  // du = d_out (F = copy)
+    Mark(&Phases::bwd_in);
     (void)XhcBackwardWeights(s.cfg, s.P, X_in, s.cache, s.G);
+    Mark(&Phases::bwd_w);
   }
 }
 
@@ -117,9 +139,13 @@ struct Buffers {
 // Attention then MLP sublayer, forward (and backward): seconds.
 double Step(Sublayer& attn, Sublayer& mlp, Buffers& b, bool backward, bool ref) {
   const double t0 = Now();
+  g_mark = t0;
   std::memcpy(b.X_attn_in.data(), b.X.data(), sizeof(float) * b.X.size());
+  Mark(&Phases::copy);
   RunForward(attn, b.X.data(), b.u, b.out, ref);
+  g_mark = Now();
   std::memcpy(b.X_mlp_in.data(), b.X.data(), sizeof(float) * b.X.size());
+  Mark(&Phases::copy);
   RunForward(mlp, b.X.data(), b.u, b.out, ref);
   if (backward) {
     RunBackward(mlp, b.X_mlp_in.data(), b.dX.data(), b.d_out, ref);
@@ -158,7 +184,7 @@ double SgemmGflops() {
   return 2.0 * n * n * n / best / 1e9;
 }
 
-int Main(bool json) {
+int Main(bool json, bool run_reference) {
   std::mt19937 rng(1234);
   Sublayer attn(false, rng), mlp(true, rng);
   Buffers b;
@@ -172,10 +198,18 @@ int Main(bool json) {
   reset();
   Step(attn, mlp, b, true, false);  // warm-up (allocations, page faults)
   double fwd = 1e9, fwdbwd = 1e9;
+  Phases best;
   for (int it = 0; it < 3; ++it) reset(), fwd = std::min(fwd, Step(attn, mlp, b, false, false));
-  for (int it = 0; it < 3; ++it) reset(), fwdbwd = std::min(fwdbwd, Step(attn, mlp, b, true, false));
+  for (int it = 0; it < 3; ++it) {
+    reset();
+    Phases ph;
+    g_phases = &ph;
+    const double t = Step(attn, mlp, b, true, false);
+    g_phases = nullptr;
+    if (t < fwdbwd) fwdbwd = t, best = ph;
+  }
   reset();
-  const double ref_fwdbwd = Step(attn, mlp, b, true, true);
+  const double ref_fwdbwd = run_reference ? Step(attn, mlp, b, true, true) : -1e-3;
   const double bytes = attn.Bytes() + mlp.Bytes(), flops = attn.Flops() + mlp.Flops();
   const double gbps = MemcpyGbps(), gflops = SgemmGflops();
   const double bound = std::max(bytes / (gbps * 1e9), flops / (gflops * 1e9));
@@ -183,20 +217,49 @@ int Main(bool json) {
                      "\"threads\": %d, \"fused_fwd_ms\": %.2f, \"fused_fwdbwd_ms\": %.2f, "
                      "\"reference_fwdbwd_ms\": %.1f, \"bytes\": %.0f, \"flops\": %.0f, "
                      "\"memcpy_gbps\": %.2f, \"sgemm_gflops\": %.1f, \"bound_ms\": %.2f, "
-                     "\"roofline_fraction\": %.3f}\n"
+                     "\"roofline_fraction\": %.3f, \"blas_coretype\": \"%s\", "
+                     "\"phase_ms\": {\"copy_x_in\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
+                     "\"bwd_out\": %.1f, \"bwd_input\": %.1f, \"bwd_weights\": %.1f}}\n"
                    : "tokens %zu C %d N %d k %d m %d threads %d\nfused fwd %.2f ms, fwd+bwd "
                      "%.2f ms, reference fwd+bwd %.1f ms\nbytes %.0f flops %.0f memcpy %.2f "
-                     "GB/s sgemm %.1f GFLOP/s bound %.2f ms roofline fraction %.3f\n",
+                     "GB/s sgemm %.1f GFLOP/s bound %.2f ms roofline fraction %.3f\n"
+                     "blas coretype %s\nphases (ms, both sublayers, best fwd+bwd run): copy "
+                     "X_in %.1f pre %.1f post %.1f bwd_out %.1f bwd_input %.1f bwd_weights %.1f\n",
               kTok, kC, kN, kK, kM, omp_get_max_threads(), fwd * 1e3, fwdbwd * 1e3,
-              ref_fwdbwd * 1e3, bytes, flops, gbps, gflops, bound * 1e3, bound / fwdbwd);
+              ref_fwdbwd * 1e3, bytes, flops, gbps, gflops, bound * 1e3, bound / fwdbwd,
+              getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default",
+              best.copy * 1e3, best.pre * 1e3, best.post * 1e3, best.bwd_out * 1e3,
+              best.bwd_in * 1e3, best.bwd_w * 1e3);
   return 0;
 }
 
 }  // namespace
 }  // namespace xhc::kernels
 
+// Debian's OpenBLAS 0.3.21 misdetects this CPU and falls back to slow Prescott kernels; it reads
+// OPENBLAS_CORETYPE only when loaded, so re-exec ourselves with it set (as the xhc binary
+// does) unless the caller already chose one. The JSON reports the core type used.
+void MaybeReexecWithBlasCoretype(char** argv) {
+  if (getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  __builtin_cpu_init();
+  const char* coretype = nullptr;
+  if (__builtin_cpu_supports("avx512f")) {
+    coretype = "SkylakeX";
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    coretype = "Haswell";
+  }
+  if (coretype == nullptr) return;
+  setenv("OPENBLAS_CORETYPE", coretype, 1);
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE");  // execv failed: run with the default kernels
+}
+
 int main(int argc, char** argv) {
-  bool json = false;
-  for (int i = 1; i < argc; ++i) json |= std::strcmp(argv[i], "--json") == 0;
-  return xhc::kernels::Main(json);
+  MaybeReexecWithBlasCoretype(argv);
+  bool json = false, run_reference = true;  // --no_reference: quick runs while tuning
+  for (int i = 1; i < argc; ++i) {
+    json |= std::strcmp(argv[i], "--json") == 0;
+    run_reference &= std::strcmp(argv[i], "--no_reference") != 0;
+  }
+  return xhc::kernels::Main(json, run_reference);
 }

@@ -8,15 +8,20 @@ namespace xhc::kernels::cpu {
 
 void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A,
                         int lda, const float* B, int ldb, float beta, float* C, int ldc) {
-  constexpr int kRowBlock = 64, kColBlock = 512;
+  // 256-row blocks: OpenBLAS packs the whole B operand on every call, so with the skinny
+  // [tokens, 16384] x [16384, 32] projections 64-row blocks spent as long packing B as
+  // computing; 256 rows still give 16 blocks for 4096 tokens.
+  constexpr int kRowBlock = 256, kColBlock = 512;
   const bool by_rows = M >= N;
   const int block = by_rows ? kRowBlock : kColBlock;
   const int extent = by_rows ? M : N;
   const int num_blocks = (extent + block - 1) / block;
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
-  const int saved_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
+  // OpenBLAS runs single-threaded inside our OpenMP blocks. Setting the thread count is not
+  // free (it wakes / parks the pool), so do it only when someone changed it; like
+  // kernels/cpu/nn, we leave it at 1 rather than toggling it back on every call.
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int s = blk * block, len = std::min(block, extent - s);
@@ -29,7 +34,6 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
       cblas_sgemm(CblasRowMajor, ta, tb, M, len, K, 1.0f, A, lda, b, ldb, beta, C + s, ldc);
     }
   }
-  openblas_set_num_threads(saved_threads);
 }
 
 }  // namespace xhc::kernels::cpu

@@ -8,6 +8,7 @@
 // OpenBLAS threads changed results in the last bit. So we run OpenBLAS single-threaded on
 // blocks of a FIXED size (rows, or columns when the output is wide and short) and spread the
 // blocks over OpenMP threads: every block is the same call whatever thread runs it.
+// Side effect: leaves OpenBLAS's own thread count at 1 (as kernels/cpu/nn does).
 
 namespace xhc::kernels::cpu {
 

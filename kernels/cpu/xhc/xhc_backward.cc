@@ -215,8 +215,16 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
   const StackedWeights proj_w = StackProjection(d, P);
   const StackedWeights map_w = StackMaps(d, P);
   const int R = proj_w.rows;
-  std::vector<float> zm(static_cast<size_t>(n) * Q), corr_a(n);
-  std::vector<float> dxa_maps(static_cast<size_t>(n) * Da), zc(static_cast<size_t>(n) * R);
+  // Scratch kept across calls (thread_local: callers may run sublayers concurrently): a fresh
+  // 64 MiB dxa_maps per call cost ~16k page faults.
+  // (References, so the OpenMP threads below share the calling thread's buffers.)
+  thread_local std::vector<float> zm_s, corr_a_s, dxa_maps_s, zc_s;
+  std::vector<float>& zm = zm_s;
+  std::vector<float>& corr_a = corr_a_s;
+  std::vector<float>& dxa_maps = dxa_maps_s;
+  std::vector<float>& zc = zc_s;
+  zm.resize(static_cast<size_t>(n) * Q), corr_a.resize(n);
+  dxa_maps.resize(static_cast<size_t>(n) * Da), zc.resize(static_cast<size_t>(n) * R);
 #pragma omp parallel for schedule(static)
   for (int tok = 0; tok < n; ++tok) {
     corr_a[tok] = TokenMapCoefficients(d, P, *cache, tok, zm.data() + static_cast<size_t>(tok) * Q);

@@ -20,7 +20,11 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
                            const XhcCache& cache, const XhcGrads& G) {
   const int n = cache.B * cache.T_len, N = d.N, D = d.D();
   const int R = d.has_router ? 2 * N : N, off = d.has_router ? N : 0;
-  std::vector<float> A(static_cast<size_t>(n) * R), tmp(static_cast<size_t>(R) * D);
+  // Reused across calls (no page faults); references so OpenMP threads share them.
+  thread_local std::vector<float> A_s, tmp_s;
+  std::vector<float>& A = A_s;
+  std::vector<float>& tmp = tmp_s;
+  A.resize(static_cast<size_t>(n) * R), tmp.resize(static_cast<size_t>(R) * D);
   const float alpha = P.pre_alpha[0];
   for (int tok = 0; tok < n; ++tok) {
     const float* dz = cache.dz_proj.data() + static_cast<size_t>(tok) * 2 * N;
@@ -63,7 +67,10 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
 void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
                     const XhcGrads& G) {
   const int n = cache.B * cache.T_len, kk = d.k * d.k, Q = d.Q(), Da = d.Da();
-  std::vector<float> A(static_cast<size_t>(n) * Q), tmp(static_cast<size_t>(Q) * Da);
+  thread_local std::vector<float> A_s, tmp_s;
+  std::vector<float>& A = A_s;
+  std::vector<float>& tmp = tmp_s;
+  A.resize(static_cast<size_t>(n) * Q), tmp.resize(static_cast<size_t>(Q) * Da);
   for (int tok = 0; tok < n; ++tok) {
     for (int q = 0; q < Q; ++q) {
       const float alpha = q < kk ? P.res_alpha[0] : P.post_alpha[0];
