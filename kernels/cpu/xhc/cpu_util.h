@@ -11,6 +11,16 @@ namespace xhc::kernels::cpu {
 
 constexpr int kLanes = 16;
 
+// The build targets x86-64-v2 (SSE4): the per-token functions are compiled three times and
+// picked at load time by CPU (ifunc). The library builds with -ffp-contract=off, so every
+// clone does the same float operations in the same order (the fixed kLanes lanes above):
+// results are bit-identical whichever clone runs.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define XHC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define XHC_CLONES
+#endif
+
 inline float Dot(int n, const float* __restrict a, const float* __restrict b) {
   float acc[kLanes] = {};
   int c = 0;

@@ -6,7 +6,7 @@
 
 namespace xhc::kernels::cpu {
 
-void ConvToken(const XhcDims& d, const float* const* w, const float* out_seq, int stride,
+XHC_CLONES void ConvToken(const XhcDims& d, const float* const* w, const float* out_seq, int stride,
                int t, float* g) {
   const int C = d.C;
   for (int j = 0; j < d.r; ++j) {
@@ -20,7 +20,7 @@ void ConvToken(const XhcDims& d, const float* const* w, const float* out_seq, in
   }
 }
 
-void GramSchmidtToken(const XhcDims& d, bool orthogonalise, const float* g, float* v,
+XHC_CLONES void GramSchmidtToken(const XhcDims& d, bool orthogonalise, const float* g, float* v,
                       float* hist) {
   const int C = d.C;
   float norms[64];  // <v_i, v_i> + eps, computed once per v_i (r < 63 is validated by use)
@@ -37,7 +37,7 @@ void GramSchmidtToken(const XhcDims& d, bool orthogonalise, const float* g, floa
   }
 }
 
-void GramSchmidtBackwardToken(const XhcDims& d, bool orthogonalise, const float* v,
+XHC_CLONES void GramSchmidtBackwardToken(const XhcDims& d, bool orthogonalise, const float* v,
                               const float* hist, float* dv, float* dg) {
   const int C = d.C;
   for (int j = d.r; j >= 1; --j) {

@@ -28,7 +28,7 @@ struct OutScratch {
 };
 
 // Map gradients of one token and d aug; dA_j = dX_new[tok, idx_j] read in place.
-void TokenMapGrads(const XhcConfig& cfg, const XhcDims& d, const XhcParams& P,
+XHC_CLONES void TokenMapGrads(const XhcConfig& cfg, const XhcDims& d, const XhcParams& P,
                    const float* dxt, size_t tok, XhcCache* cache, OutScratch* s) {
   const int k = d.k, K = d.K, C = d.C, N = d.N, Q = d.Q();
   const float* aug = cache->aug.data() + tok * K * C;
@@ -66,6 +66,20 @@ void TokenMapGrads(const XhcConfig& cfg, const XhcDims& d, const XhcParams& P,
   }
 }
 
+// Convolution backward into d_out[tok]: out[t] fed g_j[t + tau] through w_j[tau].
+XHC_CLONES void TokenConvBackward(const XhcDims& d, const float* const* conv_w, const float* dg_all,
+                                  int T, int tok, float* d_out) {
+  const int t = tok % T, C = d.C;
+  float* __restrict dst = d_out + static_cast<size_t>(tok) * C;
+  for (int j = 0; j < d.r; ++j) {
+    for (int tau = 0; tau < d.kernels[j] && t + tau < T; ++tau) {
+      const float* __restrict w = conv_w[j] + tau * C;
+      const float* __restrict dg = dg_all + (static_cast<size_t>(tok + tau) * d.r + j) * C;
+      for (int c = 0; c < C; ++c) dst[c] += w[c] * dg[c];
+    }
+  }
+}
+
 }  // namespace
 
 absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const float* dX_new,
@@ -97,18 +111,7 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
     if (d.r > 0) {
       // Convolution backward: out[t] fed g_j[t + tau] through w_j[tau], same sequence only.
 #pragma omp for schedule(static)
-      for (int tok = 0; tok < n; ++tok) {
-        const int t = tok % T;
-        float* __restrict dst = d_out + static_cast<size_t>(tok) * C;
-        for (int j = 0; j < d.r; ++j) {
-          for (int tau = 0; tau < d.kernels[j] && t + tau < T; ++tau) {
-            const float* __restrict w = conv_w[j] + tau * C;
-            const float* __restrict dg =
-                cache->dg.data() + (static_cast<size_t>(tok + tau) * d.r + j) * C;
-            for (int c = 0; c < C; ++c) dst[c] += w[c] * dg[c];
-          }
-        }
-      }
+      for (int tok = 0; tok < n; ++tok) TokenConvBackward(d, conv_w, cache->dg.data(), T, tok, d_out);
     }
   }
   return absl::OkStatus();
@@ -135,7 +138,7 @@ float TokenMapCoefficients(const XhcDims& d, const XhcParams& P, const XhcCache&
 
 // Read-map and router coefficients of one token: writes zc (the sgemm left factor, stacked
 // like StackProjection) and the stashed read-map dz; returns {a_t, b_t} of dx = zc.W - a x + b.
-std::pair<float, float> TokenProjCoefficients(const XhcDims& d, const XhcParams& P,
+XHC_CLONES std::pair<float, float> TokenProjCoefficients(const XhcDims& d, const XhcParams& P,
                                               const float* rowsum, const float* x,
                                               const float* du, size_t tok, XhcCache* cache,
                                               float* zc) {
@@ -170,7 +173,7 @@ std::pair<float, float> TokenProjCoefficients(const XhcDims& d, const XhcParams&
 
 // Writes every stream of dX[tok] except the sgemm term: pass-through (inactive), mixing and
 // map gradients (active), dense read and the scalar corrections (all).
-void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, const float* x,
+XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, const float* x,
                          const float* du, const float* dxa_maps, float corr_a,
                          std::pair<float, float> ab, size_t tok, float* dxt, float* dA) {
   const int N = d.N, k = d.k, C = d.C;

@@ -24,7 +24,7 @@ namespace {
 
 // Per token: statistics, router and read map from the raw projections, selection, dense
 // read, gather of the active streams and their rms factor. One pass over the token's N*C.
-void TokenPre(const XhcDims& d, const XhcParams& P, const float* rowsum, const float* x,
+XHC_CLONES void TokenPre(const XhcDims& d, const XhcParams& P, const float* rowsum, const float* x,
               size_t tok, float* u, XhcCache* cache) {
   const int N = d.N, k = d.k, C = d.C, D = d.D();
   double sum, sumsq;
@@ -77,6 +77,32 @@ void TokenMixMaps(const XhcConfig& cfg, const XhcDims& d, const XhcParams& P, si
   }
 }
 
+// Per token: temporal augmentation, then mix + write + scatter into X (in place).
+XHC_CLONES void TokenPost(const XhcConfig& cfg, const XhcDims& d, const float* const* conv_w,
+                          const float* out, float* X, int T, int tok, float* g,
+                          XhcCache* cache) {
+  const int k = d.k, K = d.K, C = d.C, D = d.D();
+  const int t = tok % T;
+  float* v = cache->aug.data() + static_cast<size_t>(tok) * K * C;  // aug (K, C)
+  std::memcpy(v, out + static_cast<size_t>(tok) * C, sizeof(float) * C);
+  if (d.r > 0) {
+    cpu::ConvToken(d, conv_w, out + static_cast<size_t>(tok - t) * C, C, t, g);
+    cpu::GramSchmidtToken(d, cfg.gram_schmidt, g, v, nullptr);
+  }
+  // Mix + write + scatter: Xa'[j] = sum_j' Hres[j][j'] Xa[j'] + p_j sum_r Hpost[j][r] aug[r].
+  const float* hres = cache->hres.data() + static_cast<size_t>(tok) * k * k;
+  const float* hpost = cache->hpost.data() + static_cast<size_t>(tok) * k * K;
+  const float* xa = cache->xa.data() + static_cast<size_t>(tok) * k * C;
+  for (int j = 0; j < k; ++j) {
+    float* __restrict dst = X + static_cast<size_t>(tok) * D +
+                            cache->idx[static_cast<size_t>(tok) * k + j] * C;
+    const float pj = cache->p[static_cast<size_t>(tok) * k + j];
+    std::memset(dst, 0, sizeof(float) * C);
+    for (int jj = 0; jj < k; ++jj) cpu::Axpy(C, hres[j * k + jj], xa + jj * C, dst);
+    for (int q = 0; q < K; ++q) cpu::Axpy(C, pj * hpost[j * K + q], v + q * C, dst);
+  }
+}
+
 }  // namespace
 
 absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int C,
@@ -110,33 +136,13 @@ absl::Status XhcPost(const XhcConfig& cfg, const XhcParams& P, const float* out,
   ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache->dims.C));
   RETURN_IF_ERROR(CheckCache(d, *cache));
   RETURN_IF_ERROR(CheckParams(d, P));
-  const int T = cache->T_len, n = cache->B * T, k = d.k, K = d.K, C = d.C, D = d.D();
+  const int T = cache->T_len, n = cache->B * T, C = d.C;
   const float* const* conv_w = P.conv_weight.data();
 #pragma omp parallel
   {
     std::vector<float> g(static_cast<size_t>(d.r) * C + 1);
 #pragma omp for schedule(static)
-    for (int tok = 0; tok < n; ++tok) {
-      const int t = tok % T;
-      float* v = cache->aug.data() + static_cast<size_t>(tok) * K * C;  // aug (K, C)
-      std::memcpy(v, out + static_cast<size_t>(tok) * C, sizeof(float) * C);
-      if (d.r > 0) {
-        cpu::ConvToken(d, conv_w, out + static_cast<size_t>(tok - t) * C, C, t, g.data());
-        cpu::GramSchmidtToken(d, cfg.gram_schmidt, g.data(), v, nullptr);
-      }
-      // Mix + write + scatter: Xa'[j] = sum_j' Hres[j][j'] Xa[j'] + p_j sum_r Hpost[j][r] aug[r].
-      const float* hres = cache->hres.data() + static_cast<size_t>(tok) * k * k;
-      const float* hpost = cache->hpost.data() + static_cast<size_t>(tok) * k * K;
-      const float* xa = cache->xa.data() + static_cast<size_t>(tok) * k * C;
-      for (int j = 0; j < k; ++j) {
-        float* __restrict dst = X + static_cast<size_t>(tok) * D +
-                                cache->idx[static_cast<size_t>(tok) * k + j] * C;
-        const float pj = cache->p[static_cast<size_t>(tok) * k + j];
-        std::memset(dst, 0, sizeof(float) * C);
-        for (int jj = 0; jj < k; ++jj) cpu::Axpy(C, hres[j * k + jj], xa + jj * C, dst);
-        for (int q = 0; q < K; ++q) cpu::Axpy(C, pj * hpost[j * K + q], v + q * C, dst);
-      }
-    }
+    for (int tok = 0; tok < n; ++tok) TokenPost(cfg, d, conv_w, out, X, T, tok, g.data(), cache);
   }
   return absl::OkStatus();
 }

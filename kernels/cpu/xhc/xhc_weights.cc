@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/xhc/cpu_util.h"
 #include "kernels/cpu/xhc/gemm_util.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
@@ -96,6 +97,23 @@ void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
   }
 }
 
+// One channel block [c0, c1) of the conv weight sums, tokens in order.
+XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0, int c1,
+                                std::vector<std::vector<float>>* sums) {
+  const int T = cache.T_len, n = cache.B * T, C = d.C, K = d.K;
+  for (int j = 0; j < d.r; ++j) {
+    for (int tok = 0; tok < n; ++tok) {
+      const int t = tok % T;
+      const float* __restrict dg = cache.dg.data() + (static_cast<size_t>(tok) * d.r + j) * C;
+      for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
+        const float* __restrict out = cache.aug.data() + static_cast<size_t>(tok - tau) * K * C;
+        float* __restrict gw = (*sums)[j].data() + tau * C;
+        for (int c = c0; c < c1; ++c) gw[c] += dg[c] * out[c];
+      }
+    }
+  }
+}
+
 // conv.j.weight[tau][c] += sum_t dg_j[t][c] * out[t - tau][c]; parallel over channel blocks,
 // sequential over tokens inside a block.
 void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G) {
@@ -109,17 +127,7 @@ void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G)
 #pragma omp parallel for schedule(static)
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
-    for (int j = 0; j < d.r; ++j) {
-      for (int tok = 0; tok < n; ++tok) {
-        const int t = tok % T;
-        const float* __restrict dg = cache.dg.data() + (static_cast<size_t>(tok) * d.r + j) * C;
-        for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
-          const float* __restrict out = cache.aug.data() + static_cast<size_t>(tok - tau) * K * C;
-          float* __restrict gw = sums[j].data() + tau * C;
-          for (int c = c0; c < c1; ++c) gw[c] += dg[c] * out[c];
-        }
-      }
-    }
+    ConvWeightBlock(d, cache, c0, c1, &sums);
   }
   for (int j = 0; j < d.r; ++j) {
     for (size_t e = 0; e < sums[j].size(); ++e) G.conv_weight[j][e] += sums[j][e];
