@@ -1,0 +1,118 @@
+#ifndef XHC_RUNTIME_TRANSPORT_GLOO_TRANSPORT_H_
+#define XHC_RUNTIME_TRANSPORT_GLOO_TRANSPORT_H_
+
+// Transport over gloo's TCP transport: one full mesh of TCP connections per job, set up by a
+// rendezvous through a KvStore. Point-to-point uses gloo unbound buffers with slot = tag;
+// collectives use gloo::allreduce / gloo::barrier. gloo reports errors by throwing; every
+// exception is caught here and becomes an absl::Status (see transport.h for the codes).
+//
+// Engine facts this class builds on (gloo 2022-05, tcp transport):
+//  * send/recv are posted to a per-device event-loop thread; the caller's thread never
+//    copies or writes payload bytes, so Isend does not block compute.
+//  * A wait that times out closes every connection of the context (gloo's own rule: the
+//    pending operations may still own user buffers). Hence "first failure fails the
+//    transport" in transport.h.
+//  * A peer whose process dies closes its sockets; the event loop sees EOF and fails every
+//    operation pending on that connection, so waits on a dead peer end promptly.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/transport/failure_latch.h"
+#include "runtime/transport/kv_store.h"
+#include "runtime/transport/transport.h"
+
+namespace gloo {
+class Context;
+}  // namespace gloo
+
+namespace xhc {
+
+struct GlooTransportOptions {
+  int rank = 0;
+  int world_size = 1;
+  // Address the TCP device binds to and advertises to its peers.
+  std::string hostname = "127.0.0.1";
+  // Prefix of every rendezvous key, so several rendezvous (job attempts) share one store.
+  std::string store_prefix = "xhc/transport/";
+  // Bounds the whole rendezvous: waiting for the other ranks' keys and connecting.
+  absl::Duration connect_timeout = absl::Seconds(30);
+};
+
+class GlooRequest;
+
+class GlooTransport : public Transport {
+ public:
+  // Rendezvous with the other world_size - 1 ranks through `store` (which need only outlive
+  // this call) and connect the full mesh. Blocks until every rank has called Create or
+  // connect_timeout passes (kDeadlineExceeded naming the missing keys).
+  static absl::StatusOr<std::unique_ptr<GlooTransport>> Create(const GlooTransportOptions& options,
+                                                               KvStore* store);
+
+  // Closes the connections; peers' pending operations with this rank fail (kUnavailable).
+  // Every Request must have been destroyed already.
+  ~GlooTransport() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+
+  absl::StatusOr<std::unique_ptr<Request>> Isend(int peer, uint64_t tag, const float* data,
+                                                 size_t count) override;
+  absl::StatusOr<std::unique_ptr<Request>> Irecv(int peer, uint64_t tag, float* data,
+                                                 size_t count) override;
+  absl::Status AllReduceSum(double* data, size_t count, absl::Duration timeout) override;
+  absl::Status AllReduceSum(float* data, size_t count, absl::Duration timeout) override;
+  absl::Status Barrier(absl::Duration timeout) override;
+  void Abort() override;
+
+  // The gloo context, for benchmarks that compare against raw gloo on the same connections.
+  const std::shared_ptr<gloo::Context>& gloo_context() const { return context_; }
+
+ private:
+  friend class GlooRequest;
+
+  GlooTransport(int rank, int world_size, std::shared_ptr<gloo::Context> context);
+
+  absl::StatusOr<std::unique_ptr<Request>> Post(bool is_send, int peer, uint64_t tag,
+                                                float* data, size_t count);
+  template <typename T>
+  absl::Status AllReduceImpl(T* data, size_t count, absl::Duration timeout,
+                             const char* type_name);
+
+  // Turns an exception from gloo, thrown while doing `what` ("waiting for recv from rank 1
+  // (fwd stage 0 mb 3)"), into the Status the contract promises.
+  absl::Status StatusFromGloo(const char* message, absl::Duration timeout,
+                              const std::string& what) const;
+  // Records `status` as the transport's failure (if first) and closes every connection, so
+  // no pending operation can touch a caller's buffer later and peers learn promptly.
+  absl::Status Fail(absl::Status status);
+  void CloseEngine();
+
+  void Register(GlooRequest* request);
+  void Unregister(GlooRequest* request);
+
+  const int rank_;
+  const int world_size_;
+  std::shared_ptr<gloo::Context> context_;
+  FailureLatch latch_;
+  std::atomic<bool> aborted_{false};
+  absl::Mutex requests_mu_;
+  absl::flat_hash_set<GlooRequest*> requests_ ABSL_GUARDED_BY(requests_mu_);
+};
+
+// gloo takes millisecond timeouts; this rounds up (a wait never ends before `timeout`) and
+// rejects the infinite duration, because every wait must have a deadline.
+absl::StatusOr<std::chrono::milliseconds> ToGlooTimeout(absl::Duration timeout,
+                                                        const std::string& what);
+
+}  // namespace xhc
+
+#endif  // XHC_RUNTIME_TRANSPORT_GLOO_TRANSPORT_H_
