@@ -1,0 +1,119 @@
+// GlooTransport between real processes on loopback: the peer rank is a separate program
+// (transport_peer) launched with fork+exec, and the ranks rendezvous through a FileKvStore.
+
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "runtime/transport/file_kv_store.h"
+#include "runtime/transport/gloo_transport.h"
+#include "runtime/transport/transport_test_util.h"
+
+namespace xhc {
+namespace {
+
+std::string PeerBinary() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir ? srcdir : ".", "/", workspace ? workspace : "xhc",
+                      "/runtime/transport/transport_peer");
+}
+
+std::string MakeTempDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string pattern = absl::StrCat(tmp ? tmp : "/tmp", "/kvstore-XXXXXX");
+  char* dir = ::mkdtemp(pattern.data());
+  EXPECT_NE(dir, nullptr);
+  return pattern;
+}
+
+// Starts `transport_peer dir prefix 1 2 mode`; returns its pid.
+pid_t SpawnPeer(const std::string& dir, const std::string& prefix, const std::string& mode) {
+  const std::string binary = PeerBinary();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(binary.c_str(), binary.c_str(), dir.c_str(), prefix.c_str(), "1", "2", mode.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);  // exec failed
+  }
+  return pid;
+}
+
+absl::StatusOr<std::unique_ptr<GlooTransport>> ConnectRankZero(FileKvStore* store,
+                                                               const std::string& prefix) {
+  GlooTransportOptions options;
+  options.rank = 0;
+  options.world_size = 2;
+  options.store_prefix = prefix;
+  options.connect_timeout = absl::Seconds(20);
+  return GlooTransport::Create(options, store);
+}
+
+TEST(GlooMultiprocessTest, StampedExchangeAndAllReduceAcrossProcesses) {
+  const std::string dir = MakeTempDir();
+  FileKvStore store(dir);
+  pid_t child = SpawnPeer(dir, "exchange/", "exchange");
+  ASSERT_GT(child, 0);
+  absl::StatusOr<std::unique_ptr<GlooTransport>> transport = ConnectRankZero(&store, "exchange/");
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  absl::Status exchanged = RunStampedExchange(**transport, 11, 5, 1 << 18);
+  EXPECT_TRUE(exchanged.ok()) << exchanged;
+  absl::Status reduced = RunAllReduceChecks(**transport);
+  EXPECT_TRUE(reduced.ok()) << reduced;
+  absl::Status left = (*transport)->Barrier(absl::Seconds(20));
+  EXPECT_TRUE(left.ok()) << left;
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "peer status " << wstatus;
+}
+
+TEST(GlooMultiprocessTest, KilledPeerFailsPendingWaitPromptly) {
+  const std::string dir = MakeTempDir();
+  FileKvStore store(dir);
+  pid_t child = SpawnPeer(dir, "kill/", "hang");
+  ASSERT_GT(child, 0);
+  absl::StatusOr<std::unique_ptr<GlooTransport>> transport = ConnectRankZero(&store, "kill/");
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  ASSERT_TRUE((*transport)->Barrier(absl::Seconds(20)).ok());
+
+  std::vector<float> buffer(4096);
+  absl::StatusOr<std::unique_ptr<Request>> recv = (*transport)->Irecv(
+      1, MakeTag(TagKind::kBackwardGradient, 1, 4), buffer.data(), buffer.size());
+  ASSERT_TRUE(recv.ok()) << recv.status();
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  const absl::Time start = absl::Now();
+  absl::Status status = (*recv)->Wait(absl::Seconds(30));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "recv from rank 1 (bwd stage 1 mb 4)"))
+      << status;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ((*transport)->Barrier(absl::Seconds(1)).code(), absl::StatusCode::kUnavailable);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(wstatus));
+}
+
+TEST(GlooMultiprocessTest, RendezvousWithoutPeerTimesOutNamingTheMissingKey) {
+  const std::string dir = MakeTempDir();
+  FileKvStore store(dir);
+  GlooTransportOptions options;
+  options.rank = 1;
+  options.world_size = 2;
+  options.store_prefix = "lonely/";
+  options.connect_timeout = absl::Milliseconds(300);
+  absl::StatusOr<std::unique_ptr<GlooTransport>> transport = GlooTransport::Create(options, &store);
+  EXPECT_EQ(transport.status().code(), absl::StatusCode::kDeadlineExceeded) << transport.status();
+  EXPECT_TRUE(absl::StrContains(transport.status().message(), "lonely/")) << transport.status();
+}
+
+}  // namespace
+}  // namespace xhc
