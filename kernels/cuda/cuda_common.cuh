@@ -56,6 +56,112 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return warp_sum(t);
 }
 
+// Sinkhorn of spec 4.2 for one k x k matrix, by one thread (k <= 8: the matrix lives in
+// registers / L1-resident local memory). Columns then rows, `iters` times.
+__device__ inline void sinkhorn_forward(int k, int iters, const float* z, float* h) {
+  const int kk = k * k;
+  float zmax = z[0];
+  for (int q = 1; q < kk; ++q) zmax = fmaxf(zmax, z[q]);
+  for (int q = 0; q < kk; ++q) h[q] = expf(z[q] - zmax);
+  for (int it = 0; it < iters; ++it) {
+    for (int c = 0; c < k; ++c) {
+      float sum = 0.f;
+      for (int r = 0; r < k; ++r) sum += h[r * k + c];
+      const float inv = 1.f / (sum + 1e-6f);
+      for (int r = 0; r < k; ++r) h[r * k + c] *= inv;
+    }
+    for (int r = 0; r < k; ++r) {
+      float sum = 0.f;
+      for (int c = 0; c < k; ++c) sum += h[r * k + c];
+      const float inv = 1.f / (sum + 1e-6f);
+      for (int c = 0; c < k; ++c) h[r * k + c] *= inv;
+    }
+  }
+}
+
+// dz = d sinkhorn(z)/dz applied to dh (dz overwritten). The 2*iters normalisation steps are
+// recomputed on chip into `hist` ((2*iters+1)*k*k floats of shared memory owned by the
+// calling thread) instead of being stored by the forward (spec 4.2: recompute).
+__device__ inline void sinkhorn_backward(int k, int iters, const float* z, const float* dh,
+                                         float* dz, float* hist) {
+  const int kk = k * k, steps = 2 * iters;
+  int amax = 0;
+  for (int q = 1; q < kk; ++q) if (z[q] > z[amax]) amax = q;
+  for (int q = 0; q < kk; ++q) hist[q] = expf(z[q] - z[amax]);
+  for (int s = 0; s < steps; ++s) {
+    const float* x = hist + s * kk;
+    float* y = hist + (s + 1) * kk;
+    const bool cols = (s % 2 == 0);
+    for (int g = 0; g < k; ++g) {
+      float sum = 0.f;
+      for (int e = 0; e < k; ++e) sum += cols ? x[e * k + g] : x[g * k + e];
+      const float inv = 1.f / (sum + 1e-6f);
+      for (int e = 0; e < k; ++e) {
+        const int q = cols ? e * k + g : g * k + e;
+        y[q] = x[q] * inv;
+      }
+    }
+  }
+  float grad[kMaxActive * kMaxActive];
+  for (int q = 0; q < kk; ++q) grad[q] = dh[q];
+  for (int s = steps - 1; s >= 0; --s) {
+    const float* x = hist + s * kk;
+    const float* y = hist + (s + 1) * kk;
+    const bool cols = (s % 2 == 0);
+    for (int g = 0; g < k; ++g) {
+      float sum = 0.f, dot = 0.f;
+      for (int e = 0; e < k; ++e) {
+        const int q = cols ? e * k + g : g * k + e;
+        sum += x[q];
+        dot += grad[q] * y[q];
+      }
+      const float inv = 1.f / (sum + 1e-6f);
+      for (int e = 0; e < k; ++e) {
+        const int q = cols ? e * k + g : g * k + e;
+        grad[q] = (grad[q] - dot) * inv;
+      }
+    }
+  }
+  float total = 0.f;
+  for (int q = 0; q < kk; ++q) {
+    dz[q] = grad[q] * hist[q];
+    total += dz[q];
+  }
+  dz[amax] -= total;  // the max is a function of z too
+}
+
+// V consecutive bf16 values as floats: one 16-byte load for V = 8 (caller guarantees
+// alignment: C % 8 == 0), scalar otherwise.
+template <int V>
+__device__ __forceinline__ void load_v(const bf16_t* p, float* out) {
+  if constexpr (V == 8) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __bfloat1622float2(h[i]);
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = ld(p + i);
+  }
+}
+template <int V>
+__device__ __forceinline__ void store_v(bf16_t* p, const float* in) {
+  if constexpr (V == 8) {
+    uint4 raw;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+    *reinterpret_cast<uint4*>(p) = raw;
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) st(p + i, in[i]);
+  }
+}
+
 inline int ceil_div(long a, long b) { return static_cast<int>((a + b - 1) / b); }
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 

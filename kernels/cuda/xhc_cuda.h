@@ -15,6 +15,13 @@
 #include <cstddef>
 #include <cstdint>
 
+// Shape accessors are callable from kernels too (nvcc sees __host__ __device__).
+#ifdef __CUDACC__
+#define XHC_HD __host__ __device__
+#else
+#define XHC_HD
+#endif
+
 namespace xhc::cuda {
 
 using bf16_t = uint16_t;
@@ -60,10 +67,10 @@ struct XhcShape {
   bool has_router = true;  // false for mhc
   bool gram_schmidt = true;
   int sinkhorn_iters = 20;
-  long tokens() const { return static_cast<long>(B) * T; }
-  int D() const { return N * C; }
-  int Da() const { return k * C; }
-  int Q() const { return k * k + k * K; }
+  XHC_HD long tokens() const { return static_cast<long>(B) * T; }
+  XHC_HD int D() const { return N * C; }
+  XHC_HD int Da() const { return k * C; }
+  XHC_HD int Q() const { return k * k + k * K; }
 };
 int XhcCheckShape(const XhcShape& s);
 

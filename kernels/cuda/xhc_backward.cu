@@ -1,0 +1,537 @@
+// Backward kernels of the xHC sublayer, split like the CPU path (xhc_ops.h) into input
+// gradient (I.1 XhcBackwardOut, I.2 XhcBackwardInput) and weight gradient (W) launches.
+//   post_backward_kernel   per token: gathers the active gradients dA_j = dX_new[idx_j],
+//                          all dot products of the post map / mixing / routing weight in one
+//                          pass, d aug, then (one thread) the Sinkhorn backward recomputing
+//                          the iterations on chip, then the Gram-Schmidt backward with the
+//                          history rebuilt from the stored coefficients (nothing (r,r,C)
+//                          is ever stored).
+//   conv_input_grad_kernel all r convolution branches' input gradients in one pass.
+//   input_stats_kernel     per token: read-map gradients (N dots with du) and the scalar
+//                          normalisation corrections, which follow from the cached raw
+//                          projections (sum(g*y) = alpha sum_i dz_i rstd proj_i) so no
+//                          reduction over the N*C state is needed for them.
+//   input_apply_kernel     dX_in for 16 tokens x 32 channels per block: pass-through, dense
+//                          read, RMS / LayerNorm backward through the projections (weights
+//                          staged in shared memory once per 16 tokens), active mixing and
+//                          active RMS backward, all accumulated straight into the full-state
+//                          gradient (no separate k*C active gradient + scatter-add).
+//   weights                the two big projections as cuBLAS bf16 GEMMs with float32
+//                          accumulation into the float32 gradients; biases, alphas and the
+//                          LayerNorm mean correction as deterministic token reductions.
+
+#include <cublas_v2.h>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace xhc::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+template <int MK, int K>
+__global__ void __launch_bounds__(kThreads)
+    post_backward_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
+                         const bf16_t* __restrict__ out, const bf16_t* __restrict__ dX_new,
+                         XhcDevCache c, bf16_t* __restrict__ d_out) {
+  constexpr int NA = MK * K + MK * MK;  // dot(aug_q, dA_j), then dot(dA_j, Xa_j')
+  extern __shared__ float dyn[];        // daug (K, C) when K > 1, then Sinkhorn history
+  __shared__ float hp[MK * K], hr[MK * MK], p[MK], dots[NA], wred[kWarps][NA], red[32];
+  __shared__ int idx[MK];
+  const long tok = blockIdx.x;
+  const int k = s.k, C = s.C, N = s.N, r = s.r, kk = k * k, Q = s.Q();
+  if (threadIdx.x < k * K) hp[threadIdx.x] = c.hpost[tok * k * K + threadIdx.x];
+  if (threadIdx.x < kk) hr[threadIdx.x] = c.hres[tok * kk + threadIdx.x];
+  if (threadIdx.x < k) {
+    idx[threadIdx.x] = c.idx[tok * k + threadIdx.x];
+    p[threadIdx.x] = c.p[tok * k + threadIdx.x];
+  }
+  __syncthreads();
+  const long D = s.D();
+  float acc[NA];
+#pragma unroll
+  for (int q = 0; q < NA; ++q) acc[q] = 0.f;
+  for (int ch = threadIdx.x; ch < C; ch += kThreads) {
+    float a[MK], xa[MK], v[K];
+#pragma unroll
+    for (int j = 0; j < MK; ++j) {
+      a[j] = j < k ? ld(dX_new + tok * D + static_cast<long>(idx[j]) * C + ch) : 0.f;
+      xa[j] = j < k ? ld(X_in + tok * D + static_cast<long>(idx[j]) * C + ch) : 0.f;
+    }
+    v[0] = ld(out + tok * C + ch);
+#pragma unroll
+    for (int q = 1; q < K; ++q) v[q] = ld(c.aug + (tok * r + q - 1) * C + ch);
+#pragma unroll
+    for (int j = 0; j < MK; ++j) {
+#pragma unroll
+      for (int q = 0; q < K; ++q) acc[j * K + q] += v[q] * a[j];
+#pragma unroll
+      for (int jj = 0; jj < MK; ++jj) acc[MK * K + j * MK + jj] += a[j] * xa[jj];
+    }
+#pragma unroll
+    for (int q = 0; q < K; ++q) {
+      float d = 0.f;
+#pragma unroll
+      for (int j = 0; j < MK; ++j) if (j < k) d += p[j] * hp[j * K + q] * a[j];
+      if (K == 1) {
+        st(d_out + tok * C + ch, d);
+      } else {
+        dyn[q * C + ch] = d;
+      }
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int q = 0; q < NA; ++q) {
+    const float t = warp_sum(acc[q]);
+    if (lane == 0) wred[warp][q] = t;
+  }
+  __syncthreads();
+  if (threadIdx.x < NA) {
+    float t = 0.f;
+    for (int w = 0; w < kWarps; ++w) t += wred[w][threadIdx.x];
+    dots[threadIdx.x] = t;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float* dz = c.dz_map + tok * Q;
+    float dp[MK], dh[MK * MK], z[MK * MK], dzr[MK * MK];
+    for (int j = 0; j < k; ++j) {
+      dp[j] = 0.f;
+      for (int q = 0; q < K; ++q) {
+        const float dot = dots[j * K + q], h = hp[j * K + q];
+        dp[j] += h * dot;
+        dz[kk + j * K + q] = p[j] * dot * h * (1.f - 0.5f * h);  // H = 2 sigmoid(z)
+      }
+      for (int jj = 0; jj < k; ++jj) dh[j * k + jj] = dots[MK * K + j * MK + jj];
+    }
+    const float ra = c.stats[tok * 4 + 3];
+    for (int q = 0; q < kk; ++q) {
+      z[q] = P.res_alpha[0] * ra * c.map_raw[tok * Q + q] + P.res_bias[q];
+    }
+    sinkhorn_backward(k, s.sinkhorn_iters, z, dh, dzr, dyn + (K > 1 ? K * C : 0));
+    for (int q = 0; q < kk; ++q) dz[q] = dzr[q];
+    float* dzp = c.dz_proj + tok * 2 * N;
+    for (int i = 0; i < N; ++i) dzp[i] = 0.f;
+    if (s.has_router) {
+      for (int j = s.m; j < k; ++j) {  // p_j = s_idx_j = sigmoid(z_router)
+        const float si = c.s[tok * N + idx[j]];
+        dzp[idx[j]] += dp[j] * si * (1.f - si);
+      }
+    }
+  }
+  if (K == 1) return;
+  __syncthreads();
+  // Gram-Schmidt backward: dyn[j*C..] holds dv_j and becomes dg_j. g before subtracting its
+  // v_i component is v_j + sum_{i' = i}^{j-1} coef_{j,i'} v_i' (rebuilt, not stored).
+  const float* gs = c.gs + tok * (r * r + r);
+  auto vload = [&](int i, int ch) {
+    return i == 0 ? ld(out + tok * C + ch) : ld(c.aug + (tok * r + i - 1) * C + ch);
+  };
+  for (int j = r; j >= 1; --j) {
+    if (s.gram_schmidt) {
+      for (int i = j - 1; i >= 0; --i) {
+        const float coef = gs[(j - 1) * r + i], S = gs[r * r + i];
+        float a = 0.f;
+        for (int ch = threadIdx.x; ch < C; ch += kThreads) a += dyn[j * C + ch] * vload(i, ch);
+        a = block_sum(a, red);
+        for (int ch = threadIdx.x; ch < C; ch += kThreads) {
+          float gb = vload(j, ch);
+          for (int i2 = i; i2 < j; ++i2) gb += gs[(j - 1) * r + i2] * vload(i2, ch);
+          const float vi = vload(i, ch), cur = dyn[j * C + ch];
+          dyn[i * C + ch] += -coef * cur - a * (gb / S - 2.f * coef * vi / S);
+          dyn[j * C + ch] = cur - a * vi / S;
+        }
+      }
+    }
+    for (int ch = threadIdx.x; ch < C; ch += kThreads) {
+      c.dg[(tok * r + j - 1) * C + ch] = dyn[j * C + ch];
+    }
+  }
+  for (int ch = threadIdx.x; ch < C; ch += kThreads) c.dout_f[tok * C + ch] = dyn[ch];
+}
+
+// d_out[t] = direct part + sum_j sum_tau w_j[tau] dg_j[t + tau] (same sequence only).
+__global__ void conv_input_grad_kernel(XhcShape s, XhcDevParams P, XhcDevCache c,
+                                       bf16_t* __restrict__ d_out) {
+  const long total = s.tokens() * s.C;
+  const int C = s.C, r = s.r;
+  for (long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<long>(gridDim.x) * blockDim.x) {
+    const long tok = e / C;
+    const int ch = static_cast<int>(e % C), t = static_cast<int>(tok % s.T);
+    float acc = c.dout_f[e];
+    for (int j = 0; j < r; ++j) {
+      const float* w = P.conv_weight[j];
+      for (int tau = 0; tau < s.kernels[j] && t + tau < s.T; ++tau) {
+        acc += w[static_cast<long>(tau) * C + ch] * c.dg[((tok + tau) * r + j) * C + ch];
+      }
+    }
+    st(d_out + e, acc);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    input_stats_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
+                       const bf16_t* __restrict__ du, XhcDevCache c) {
+  __shared__ float wred[kWarps][kMaxStreams], dots[kMaxStreams];
+  const long tok = blockIdx.x;
+  const int N = s.N, C = s.C, D = s.D(), k = s.k, kk = k * k, Q = s.Q();
+  float acc[kMaxStreams];
+#pragma unroll
+  for (int i = 0; i < kMaxStreams; ++i) acc[i] = 0.f;
+  for (int ch = threadIdx.x; ch < C; ch += kThreads) {
+    const float g = ld(du + tok * C + ch);
+#pragma unroll
+    for (int i = 0; i < kMaxStreams; ++i) {
+      if (i < N) acc[i] += g * ld(X_in + tok * D + static_cast<long>(i) * C + ch);
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int i = 0; i < kMaxStreams; ++i) {
+    const float t = warp_sum(acc[i]);
+    if (lane == 0) wred[warp][i] = t;
+  }
+  __syncthreads();
+  if (threadIdx.x < N) {
+    float t = 0.f;
+    for (int w = 0; w < kWarps; ++w) t += wred[w][threadIdx.x];
+    dots[threadIdx.x] = t;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const float* st4 = c.stats + tok * 4;
+  const float mean = st4[0], rstd_ln = st4[1], rstd = st4[2], ra = st4[3];
+  float* dz = c.dz_proj + tok * 2 * N;
+  float s1 = 0.f, s2 = 0.f, s3 = 0.f, s4 = 0.f;
+  for (int i = 0; i < N; ++i) {
+    const float h = c.hpre[tok * N + i];
+    const float dzp = dots[i] * h * (1.f - h);
+    dz[N + i] = dzp;
+    s1 += P.pre_alpha[0] * dzp * rstd * c.proj[tok * 2 * N + N + i];
+    if (s.has_router) {
+      s2 += dz[i] * c.wsum[i];
+      s3 += dz[i] * rstd_ln * (c.proj[tok * 2 * N + i] - mean * c.wsum[i]);
+    }
+  }
+  for (int q = 0; q < Q; ++q) {
+    const float alpha = q < kk ? P.res_alpha[0] : P.post_alpha[0];
+    s4 += alpha * c.dz_map[tok * Q + q] * ra * c.map_raw[tok * Q + q];
+  }
+  float* corr = c.corr + tok * 4;
+  corr[0] = s1 / D, corr[1] = s2 / D, corr[2] = s3 / D, corr[3] = s4 / s.Da();
+}
+
+constexpr int kTM = 16, kTC = 32;  // input_apply tile: 16 tokens x 32 channels
+
+__global__ void __launch_bounds__(kThreads)
+    input_apply_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
+                       const bf16_t* __restrict__ du, bf16_t* dX, XhcDevCache c) {
+  __shared__ float dzs[kTM][2 * kMaxStreams], hpre[kTM][kMaxStreams];
+  __shared__ float hres[kTM][kMaxActive * kMaxActive], st4[kTM][4], corr[kTM][4];
+  __shared__ float dA[kTM][kMaxActive][kTC], dus[kTM][kTC];
+  __shared__ float wr[kMaxStreams][kTC], wp[kMaxStreams][kTC];
+  __shared__ int idx[kTM][kMaxActive];
+  const long n = s.tokens(), tok0 = static_cast<long>(blockIdx.x) * kTM;
+  const int N = s.N, C = s.C, k = s.k, kk = k * k, Q = s.Q(), D = s.D(), Da = s.Da();
+  const int c0 = blockIdx.y * kTC;
+  for (int e = threadIdx.x; e < kTM * 2 * N; e += kThreads) {
+    const int tm = e / (2 * N), q = e % (2 * N);
+    dzs[tm][q] = tok0 + tm < n ? c.dz_proj[(tok0 + tm) * 2 * N + q] : 0.f;
+  }
+  for (int e = threadIdx.x; e < kTM * N; e += kThreads) {
+    const int tm = e / N;
+    hpre[tm][e % N] = tok0 + tm < n ? c.hpre[(tok0 + tm) * N + e % N] : 0.f;
+  }
+  for (int e = threadIdx.x; e < kTM * kk; e += kThreads) {
+    const int tm = e / kk;
+    hres[tm][e % kk] = tok0 + tm < n ? c.hres[(tok0 + tm) * kk + e % kk] : 0.f;
+  }
+  for (int e = threadIdx.x; e < kTM * 4; e += kThreads) {
+    const int tm = e / 4;
+    st4[tm][e % 4] = tok0 + tm < n ? c.stats[(tok0 + tm) * 4 + e % 4] : 0.f;
+    corr[tm][e % 4] = tok0 + tm < n ? c.corr[(tok0 + tm) * 4 + e % 4] : 0.f;
+  }
+  for (int e = threadIdx.x; e < kTM * k; e += kThreads) {
+    const int tm = e / k;
+    idx[tm][e % k] = tok0 + tm < n ? c.idx[(tok0 + tm) * k + e % k] : 0;
+  }
+  __syncthreads();
+  // dA is read from dX before any thread of this block overwrites it (in place).
+  for (int e = threadIdx.x; e < kTM * k * kTC; e += kThreads) {
+    const int tm = e / (k * kTC), j = (e / kTC) % k, cc = e % kTC;
+    const long tok = tok0 + tm;
+    const bool ok = tok < n && c0 + cc < C;
+    dA[tm][j][cc] = ok ? ld(dX + tok * D + static_cast<long>(idx[tm][j]) * C + c0 + cc) : 0.f;
+    if (j == 0) dus[tm][cc] = ok ? ld(du + tok * C + c0 + cc) : 0.f;
+  }
+  __syncthreads();
+  const int cc = threadIdx.x % kTC, tmb = threadIdx.x / kTC;  // 8 token rows per pass
+  const int ch = c0 + cc;
+  for (int i = 0; i < N; ++i) {
+    __syncthreads();  // previous stream's weights no longer in use
+    for (int e = threadIdx.x; e < N * kTC; e += kThreads) {
+      const int row = e / kTC, q = e % kTC;
+      const long col = static_cast<long>(i) * C + c0 + q;
+      const bool ok = c0 + q < C;
+      wp[row][q] = ok ? P.pre_weight[row * static_cast<long>(D) + col] : 0.f;
+      wr[row][q] = (ok && s.has_router) ? P.router_weight[row * static_cast<long>(D) + col] : 0.f;
+    }
+    __syncthreads();
+    if (ch >= C) continue;
+    for (int tm = tmb; tm < kTM; tm += kThreads / kTC) {
+      const long tok = tok0 + tm;
+      if (tok >= n) break;
+      const long e = tok * D + static_cast<long>(i) * C + ch;
+      const float x = ld(X_in + e);
+      float gy = 0.f, gln = 0.f;
+      for (int row = 0; row < N; ++row) {
+        gy += dzs[tm][N + row] * wp[row][cc];
+        gln += dzs[tm][row] * wr[row][cc];
+      }
+      gy *= P.pre_alpha[0];
+      const float rstd = st4[tm][2];
+      float d = hpre[tm][i] * dus[tm][cc] + rstd * (gy - x * rstd * corr[tm][0]);
+      if (s.has_router) {
+        const float ln = (x - st4[tm][0]) * st4[tm][1];
+        d += st4[tm][1] * (gln - corr[tm][1] - ln * corr[tm][2]);
+      }
+      int slot = -1;
+      for (int j = 0; j < k; ++j) if (idx[tm][j] == i) slot = j;
+      if (slot < 0) {
+        d += ld(dX + e);  // untouched stream: its gradient passes through
+      } else {
+        float mix = 0.f, gxa = 0.f;
+        for (int j = 0; j < k; ++j) mix += hres[tm][j * k + slot] * dA[tm][j][cc];
+        const float* dzm = c.dz_map + tok * Q;
+        const long col = static_cast<long>(slot) * C + ch;
+        for (int q = 0; q < kk; ++q) gxa += dzm[q] * P.res_weight[q * static_cast<long>(Da) + col];
+        gxa *= P.res_alpha[0];
+        float gp = 0.f;
+        for (int q = kk; q < Q; ++q) gp += dzm[q] * P.post_weight[(q - kk) * static_cast<long>(Da) + col];
+        gxa += P.post_alpha[0] * gp;
+        const float ra = st4[tm][3];
+        d += mix + ra * (gxa - x * ra * corr[tm][3]);
+      }
+      st(dX + e, d);
+    }
+  }
+}
+
+// Per token: GEMM coefficients for the router / read-map weight gradients, so that
+// G_router[i] += sum_tok (dz_r rstd_ln) x - (sum_tok dz_r rstd_ln mean) and
+// G_pre[i] += sum_tok (alpha dz_p rstd) x: the normalised state is never materialised.
+__global__ void state_coef_kernel(XhcShape s, XhcDevParams P, XhcDevCache c, int ldc) {
+  const long tok = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (tok >= s.tokens()) return;
+  const int N = s.N;
+  const float* st4 = c.stats + tok * 4;
+  for (int i = 0; i < N; ++i) {
+    st(c.coef + tok * ldc + i, c.dz_proj[tok * 2 * N + i] * st4[1]);
+    st(c.coef + tok * ldc + N + i, P.pre_alpha[0] * c.dz_proj[tok * 2 * N + N + i] * st4[2]);
+  }
+}
+
+// Gathers Xa (n, k, C) from X_in and the res / post coefficients alpha dz rstd_a.
+__global__ void active_coef_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
+                                   XhcDevCache c, int ldc) {
+  const long tok = blockIdx.x;
+  const int k = s.k, C = s.C, kk = k * k, Q = s.Q();
+  for (int e = threadIdx.x; e < k * C; e += blockDim.x) {
+    const int j = e / C, ch = e % C;
+    c.xa[tok * k * C + e] = X_in[tok * s.D() + static_cast<long>(c.idx[tok * k + j]) * C + ch];
+  }
+  const float ra = c.stats[tok * 4 + 3];
+  for (int q = threadIdx.x; q < Q; q += blockDim.x) {
+    const float alpha = q < kk ? P.res_alpha[0] : P.post_alpha[0];
+    st(c.coef + tok * ldc + q, alpha * c.dz_map[tok * Q + q] * ra);
+  }
+}
+
+// One block per scalar gradient, reducing over tokens in a fixed order (deterministic).
+// Blocks: [0,N) router bias, [N,2N) pre bias, [2N,2N+Q) res / post bias, then pre.alpha,
+// res.alpha, post.alpha, then [.., +N) the router rows' LayerNorm mean correction, which is
+// subtracted from the GEMM result by row_correct_kernel.
+__global__ void small_grads_kernel(XhcShape s, XhcDevCache c, XhcDevGrads G, float* rowc) {
+  __shared__ float red[32];
+  const int N = s.N, Q = s.Q(), kk = s.k * s.k, b = blockIdx.x;
+  const long n = s.tokens();
+  float a = 0.f;
+  for (long tok = threadIdx.x; tok < n; tok += blockDim.x) {
+    const float* dz = c.dz_proj + tok * 2 * N;
+    const float* dm = c.dz_map + tok * Q;
+    const float* st4 = c.stats + tok * 4;
+    if (b < 2 * N) {
+      a += dz[b];
+    } else if (b < 2 * N + Q) {
+      a += dm[b - 2 * N];
+    } else if (b == 2 * N + Q) {
+      for (int i = 0; i < N; ++i) a += dz[N + i] * st4[2] * c.proj[tok * 2 * N + N + i];
+    } else if (b == 2 * N + Q + 1) {
+      for (int q = 0; q < kk; ++q) a += dm[q] * st4[3] * c.map_raw[tok * Q + q];
+    } else if (b == 2 * N + Q + 2) {
+      for (int q = kk; q < Q; ++q) a += dm[q] * st4[3] * c.map_raw[tok * Q + q];
+    } else {
+      const int i = b - (2 * N + Q + 3);
+      a += dz[i] * st4[1] * st4[0];
+    }
+  }
+  a = block_sum(a, red);
+  if (threadIdx.x != 0) return;
+  if (b < N) {
+    if (s.has_router) G.router_bias[b] += a;
+  } else if (b < 2 * N) {
+    G.pre_bias[b - N] += a;
+  } else if (b < 2 * N + kk) {
+    G.res_bias[b - 2 * N] += a;
+  } else if (b < 2 * N + Q) {
+    G.post_bias[b - 2 * N - kk] += a;
+  } else if (b == 2 * N + Q) {
+    G.pre_alpha[0] += a;
+  } else if (b == 2 * N + Q + 1) {
+    G.res_alpha[0] += a;
+  } else if (b == 2 * N + Q + 2) {
+    G.post_alpha[0] += a;
+  } else {
+    rowc[b - (2 * N + Q + 3)] = a;
+  }
+}
+
+__global__ void row_correct_kernel(float* G, const float* rowc, long L) {
+  const float cst = rowc[blockIdx.y];
+  for (long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; e < L;
+       e += static_cast<long>(gridDim.x) * blockDim.x) {
+    G[blockIdx.y * L + e] -= cst;
+  }
+}
+
+// conv.j.weight[tau][c] += sum_{t >= tau} dg_j[t][c] out[t - tau][c]: one thread per
+// (j, tau, c), tokens in order (deterministic; coalesced over c).
+__global__ void conv_weight_grad_kernel(XhcShape s, const bf16_t* __restrict__ out,
+                                        XhcDevCache c, XhcDevGrads G, int total_taps) {
+  const long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  const int C = s.C, r = s.r;
+  if (e >= static_cast<long>(total_taps) * C) return;
+  int tap = static_cast<int>(e / C), j = 0;
+  const int ch = static_cast<int>(e % C);
+  while (tap >= s.kernels[j]) tap -= s.kernels[j++];
+  float acc = 0.f;
+  for (int b = 0; b < s.B; ++b) {
+    for (int t = tap; t < s.T; ++t) {
+      const long tok = static_cast<long>(b) * s.T + t;
+      acc += c.dg[(tok * r + j) * C + ch] * ld(out + (tok - tap) * C + ch);
+    }
+  }
+  G.conv_weight[j][static_cast<long>(tap) * C + ch] += acc;
+}
+
+// G (rows, L) row-major += coef[:, col0:col0+rows]^T . A with A (n, L) row-major bf16.
+int GemmAccum(cublasHandle_t h, cudaStream_t st, const bf16_t* A, const bf16_t* coef, int ldc,
+              int rows, int L, long n, float* G) {
+  cublasStatus_t e = cublasSetStream(h, st);
+  if (e != CUBLAS_STATUS_SUCCESS) return kXhcErrCublasBase + static_cast<int>(e);
+  const float one = 1.f;
+  // Column-major view: G^T (L x rows) += A^T (L x n) . coef_cols (rows x n)^T.
+  e = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, L, rows, static_cast<int>(n), &one, A,
+                   CUDA_R_16BF, L, coef, CUDA_R_16BF, ldc, &one, G, CUDA_R_32F, L,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  return e == CUBLAS_STATUS_SUCCESS ? 0 : kXhcErrCublasBase + static_cast<int>(e);
+}
+
+template <int MK, int K>
+int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
+                       const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
+                       cudaStream_t st) {
+  const size_t smem =
+      sizeof(float) * ((K > 1 ? K * s.C : 0) + (2 * s.sinkhorn_iters + 1) * s.k * s.k);
+  auto kernel = post_backward_kernel<MK, K>;
+  XHC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)));
+  kernel<<<s.tokens(), kThreads, smem, st>>>(s, P, X_in, out, dX_new, *c, d_out);
+  XHC_LAUNCH_CHECK();
+  return 0;
+}
+
+template <int MK>
+int DispatchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
+                         const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c,
+                         bf16_t* d_out, cudaStream_t st) {
+  switch (s.K) {
+    case 1: return LaunchPostBackward<MK, 1>(s, P, X_in, out, dX_new, c, d_out, st);
+    case 2: return LaunchPostBackward<MK, 2>(s, P, X_in, out, dX_new, c, d_out, st);
+    case 3: return LaunchPostBackward<MK, 3>(s, P, X_in, out, dX_new, c, d_out, st);
+    case 4: return LaunchPostBackward<MK, 4>(s, P, X_in, out, dX_new, c, d_out, st);
+    default: return kXhcErrInvalidArgument;
+  }
+}
+
+}  // namespace
+
+int XhcBackwardOutLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
+                         const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c,
+                         bf16_t* d_out, void* stream) {
+  XHC_TRY(XhcCheckShape(s));
+  cudaStream_t st = as_stream(stream);
+  XHC_TRY(s.k <= 4 ? DispatchPostBackward<4>(s, P, X_in, out, dX_new, c, d_out, st)
+                   : DispatchPostBackward<8>(s, P, X_in, out, dX_new, c, d_out, st));
+  if (s.K > 1) {
+    conv_input_grad_kernel<<<std::min<long>(ceil_div(s.tokens() * s.C, kThreads), 65535),
+                             kThreads, 0, st>>>(s, P, *c, d_out);
+    XHC_LAUNCH_CHECK();
+  }
+  return 0;
+}
+
+int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
+                           const bf16_t* du, bf16_t* dX, XhcDevCache* c, void* stream) {
+  XHC_TRY(XhcCheckShape(s));
+  cudaStream_t st = as_stream(stream);
+  input_stats_kernel<<<s.tokens(), kThreads, 0, st>>>(s, P, X_in, du, *c);
+  XHC_LAUNCH_CHECK();
+  const dim3 grid(ceil_div(s.tokens(), kTM), ceil_div(s.C, kTC));
+  input_apply_kernel<<<grid, kThreads, 0, st>>>(s, P, X_in, du, dX, *c);
+  XHC_LAUNCH_CHECK();
+  return 0;
+}
+
+int XhcBackwardWeightsLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
+                             const bf16_t* out, XhcDevCache* c, const XhcDevGrads& G,
+                             void* cublas, void* stream) {
+  XHC_TRY(XhcCheckShape(s));
+  cudaStream_t st = as_stream(stream);
+  cublasHandle_t h = static_cast<cublasHandle_t>(cublas);
+  const long n = s.tokens();
+  const int N = s.N, kk = s.k * s.k, Q = s.Q(), ldc = std::max(2 * N, Q);
+  state_coef_kernel<<<ceil_div(n, 128), 128, 0, st>>>(s, P, *c, ldc);
+  XHC_LAUNCH_CHECK();
+  if (s.has_router) XHC_TRY(GemmAccum(h, st, X_in, c->coef, ldc, N, s.D(), n, G.router_weight));
+  XHC_TRY(GemmAccum(h, st, X_in, c->coef + N, ldc, N, s.D(), n, G.pre_weight));
+  // The row corrections live in the corr scratch of the first tokens (no extra allocation):
+  // corr is not needed after XhcBackwardInput. Needs n*4 >= N floats.
+  float* rowc = c->corr;
+  const int blocks = 2 * N + Q + 3 + (s.has_router && 4 * n >= N ? N : 0);
+  small_grads_kernel<<<blocks, kThreads, 0, st>>>(s, *c, G, rowc);
+  XHC_LAUNCH_CHECK();
+  if (s.has_router) {
+    if (4 * n < N) return kXhcErrInvalidArgument;
+    row_correct_kernel<<<dim3(ceil_div(s.D(), 1024 * 4), N), 1024, 0, st>>>(G.router_weight,
+                                                                             rowc, s.D());
+    XHC_LAUNCH_CHECK();
+  }
+  active_coef_kernel<<<n, kThreads, 0, st>>>(s, P, X_in, *c, ldc);
+  XHC_LAUNCH_CHECK();
+  XHC_TRY(GemmAccum(h, st, c->xa, c->coef, ldc, kk, s.Da(), n, G.res_weight));
+  XHC_TRY(GemmAccum(h, st, c->xa, c->coef + kk, ldc, s.k * s.K, s.Da(), n, G.post_weight));
+  if (s.r > 0) {
+    int taps = 0;
+    for (int j = 0; j < s.r; ++j) taps += s.kernels[j];
+    conv_weight_grad_kernel<<<ceil_div(static_cast<long>(taps) * s.C, 128), 128, 0, st>>>(
+        s, out, *c, G, taps);
+    XHC_LAUNCH_CHECK();
+  }
+  return 0;
+}
+
+}  // namespace xhc::cuda
