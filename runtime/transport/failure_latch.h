@@ -26,8 +26,9 @@ class FailureLatch {
   absl::Status Check(const std::string& what) const {
     absl::MutexLock lock(&mu_);
     if (first_.ok()) return first_;
-    return absl::Status(first_.code(), absl::StrCat(what, " refused: transport failed earlier: ",
-                                                    first_.message()));
+    return absl::Status(
+        first_.code(),
+        absl::StrCat(what, " refused: transport failed earlier: ", first_.message()));
   }
 
   bool failed() const {

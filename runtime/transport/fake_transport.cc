@@ -62,8 +62,9 @@ struct World {
 
   absl::Status Check(int rank, const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (failure[rank].ok()) return absl::OkStatus();
-    return absl::Status(failure[rank].code(), absl::StrCat(what, " refused: transport failed "
-                                                                 "earlier: ",
+    return absl::Status(failure[rank].code(), absl::StrCat(what,
+                                                           " refused: transport failed "
+                                                           "earlier: ",
                                                            failure[rank].message()));
   }
 
@@ -97,8 +98,9 @@ class FakeRequest : public Request {
     if (op_->done && op_->status.ok()) return;
     world_->Remove(op_);  // so no later match writes into a freed buffer
     if (!op_->done) {
-      world_->Fail(op_->owner, absl::UnavailableError(
-                                   op_->Describe() +  " was destroyed before it completed"))
+      world_
+          ->Fail(op_->owner,
+                 absl::UnavailableError(op_->Describe() + " was destroyed before it completed"))
           .IgnoreError();
     }
   }
@@ -177,20 +179,19 @@ absl::StatusOr<std::unique_ptr<Request>> FakeTransport::Isend(int peer, uint64_t
   return Post(/*is_send=*/true, peer, tag, const_cast<float*>(data), count);
 }
 
-absl::StatusOr<std::unique_ptr<Request>> FakeTransport::Irecv(int peer, uint64_t tag,
-                                                              float* data, size_t count) {
+absl::StatusOr<std::unique_ptr<Request>> FakeTransport::Irecv(int peer, uint64_t tag, float* data,
+                                                              size_t count) {
   return Post(/*is_send=*/false, peer, tag, data, count);
 }
 
-absl::StatusOr<std::unique_ptr<Request>> FakeTransport::Post(bool is_send, int peer,
-                                                             uint64_t tag, float* data,
-                                                             size_t count) {
+absl::StatusOr<std::unique_ptr<Request>> FakeTransport::Post(bool is_send, int peer, uint64_t tag,
+                                                             float* data, size_t count) {
   auto op = std::make_shared<Op>(Op{is_send, rank_, peer, tag, data, count});
   const std::string what = op->Describe();
   if (peer < 0 || peer >= world_size() || peer == rank_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: peer must be another rank of the %d-rank world (this is rank %d)", what,
-        world_size(), rank_));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: peer must be another rank of the %d-rank world (this is rank %d)",
+                        what, world_size(), rank_));
   }
   if (!IsValidTag(tag)) return absl::InvalidArgumentError(what + ": tag was not made by MakeTag");
   if (data == nullptr && count > 0) return absl::InvalidArgumentError(what + ": null buffer");
@@ -199,8 +200,8 @@ absl::StatusOr<std::unique_ptr<Request>> FakeTransport::Post(bool is_send, int p
   RETURN_IF_ERROR(w.Check(rank_, what));
   if (!w.failure[peer].ok()) {
     return w.Fail(rank_, absl::UnavailableError(absl::StrCat(
-                             "posting ", what, ": peer gone or connection broken: ",
-                             w.failure[peer].message())));
+                             "posting ", what,
+                             ": peer gone or connection broken: ", w.failure[peer].message())));
   }
   const auto key = is_send ? std::make_tuple(rank_, peer, tag) : std::make_tuple(peer, rank_, tag);
   auto& mine = is_send ? w.sends : w.recvs;
@@ -270,32 +271,31 @@ absl::Status FakeTransport::AllReduceImpl(T* data, size_t count, absl::Duration 
     for (size_t i = 0; status.ok() && i < count; ++i) data[i] = static_cast<T>(round.result[i]);
   } else if (status.ok() && w.FailedPeer(rank_) >= 0) {
     const int peer = w.FailedPeer(rank_);
-    status = w.Fail(rank_, absl::UnavailableError(absl::StrCat(
-                               what, ": peer gone or connection broken: rank ", peer,
-                               " failed: ", w.failure[peer].message())));
+    status = w.Fail(
+        rank_, absl::UnavailableError(absl::StrCat(what, ": peer gone or connection broken: rank ",
+                                                   peer, " failed: ", w.failure[peer].message())));
   } else if (status.ok() && !in_time) {
     std::vector<int> missing;
     for (int r = 0; r < n; ++r) {
       if (!round.arrived[r]) missing.push_back(r);
     }
-    status = w.Fail(rank_, absl::DeadlineExceededError(
-                               absl::StrCat("timed out after ", absl::FormatDuration(timeout), " ",
-                                            what, " (ranks not arrived: ",
-                                            absl::StrJoin(missing, ", "), ")")));
+    status = w.Fail(rank_, absl::DeadlineExceededError(absl::StrCat(
+                               "timed out after ", absl::FormatDuration(timeout), " ", what,
+                               " (ranks not arrived: ", absl::StrJoin(missing, ", "), ")")));
   }
   if (++round.num_departed == n) w.rounds.erase(seq);
   return status;
 }
 
 absl::Status FakeTransport::AllReduceSum(double* data, size_t count, absl::Duration timeout) {
-  const std::string what = absl::StrFormat("waiting for all-reduce of %d doubles over %d ranks",
-                                           count, world_size());
+  const std::string what =
+      absl::StrFormat("waiting for all-reduce of %d doubles over %d ranks", count, world_size());
   return AllReduceImpl(data, count, timeout, what.c_str());
 }
 
 absl::Status FakeTransport::AllReduceSum(float* data, size_t count, absl::Duration timeout) {
-  const std::string what = absl::StrFormat("waiting for all-reduce of %d floats over %d ranks",
-                                           count, world_size());
+  const std::string what =
+      absl::StrFormat("waiting for all-reduce of %d floats over %d ranks", count, world_size());
   return AllReduceImpl(data, count, timeout, what.c_str());
 }
 

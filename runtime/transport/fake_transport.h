@@ -46,8 +46,8 @@ class FakeTransport : public Transport {
  private:
   FakeTransport(std::shared_ptr<fake_transport_internal::World> world, int rank);
 
-  absl::StatusOr<std::unique_ptr<Request>> Post(bool is_send, int peer, uint64_t tag,
-                                                float* data, size_t count);
+  absl::StatusOr<std::unique_ptr<Request>> Post(bool is_send, int peer, uint64_t tag, float* data,
+                                                size_t count);
   template <typename T>
   absl::Status AllReduceImpl(T* data, size_t count, absl::Duration timeout, const char* what);
 

@@ -21,8 +21,8 @@ namespace xhc {
 namespace {
 
 absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat("FileKvStore: ", what, " ", path, ": ",
-                                          std::strerror(errno)));
+  return absl::InternalError(
+      absl::StrCat("FileKvStore: ", what, " ", path, ": ", std::strerror(errno)));
 }
 
 absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path) {

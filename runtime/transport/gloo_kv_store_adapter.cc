@@ -29,8 +29,7 @@ void GlooKvStoreAdapter::set(const std::string& key, const std::vector<char>& da
 }
 
 std::vector<char> GlooKvStoreAdapter::get(const std::string& key) {
-  absl::StatusOr<std::vector<std::string>> values =
-      store_->Get({prefix_ + key}, default_timeout_);
+  absl::StatusOr<std::vector<std::string>> values = store_->Get({prefix_ + key}, default_timeout_);
   if (!values.ok()) Throw(values.status());
   const std::string& value = values->front();
   return std::vector<char>(value.begin(), value.end());
@@ -46,8 +45,7 @@ void GlooKvStoreAdapter::wait(const std::vector<std::string>& keys,
   prefixed.reserve(keys.size());
   for (const std::string& key : keys) prefixed.push_back(prefix_ + key);
   // gloo passes kNoTimeout (zero) to mean "none"; we never wait unbounded.
-  const absl::Duration bound =
-      timeout.count() > 0 ? absl::FromChrono(timeout) : default_timeout_;
+  const absl::Duration bound = timeout.count() > 0 ? absl::FromChrono(timeout) : default_timeout_;
   absl::StatusOr<std::vector<std::string>> values = store_->Get(prefixed, bound);
   if (!values.ok()) Throw(values.status());
 }

@@ -86,15 +86,15 @@ TEST(GlooMultiprocessTest, KilledPeerFailsPendingWaitPromptly) {
   ASSERT_TRUE((*transport)->Barrier(absl::Seconds(20)).ok());
 
   std::vector<float> buffer(4096);
-  absl::StatusOr<std::unique_ptr<Request>> recv = (*transport)->Irecv(
-      1, MakeTag(TagKind::kBackwardGradient, 1, 4), buffer.data(), buffer.size());
+  absl::StatusOr<std::unique_ptr<Request>> recv =
+      (*transport)
+          ->Irecv(1, MakeTag(TagKind::kBackwardGradient, 1, 4), buffer.data(), buffer.size());
   ASSERT_TRUE(recv.ok()) << recv.status();
   ASSERT_EQ(::kill(child, SIGKILL), 0);
   const absl::Time start = absl::Now();
   absl::Status status = (*recv)->Wait(absl::Seconds(30));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_TRUE(absl::StrContains(status.message(), "recv from rank 1 (bwd stage 1 mb 4)"))
-      << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "recv from rank 1 (bwd stage 1 mb 4)")) << status;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ((*transport)->Barrier(absl::Seconds(1)).code(), absl::StatusCode::kUnavailable);
   int wstatus = 0;

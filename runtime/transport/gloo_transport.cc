@@ -25,7 +25,10 @@ class GlooRequest : public Request {
  public:
   GlooRequest(GlooTransport* transport, std::unique_ptr<gloo::transport::UnboundBuffer> buffer,
               bool is_send, int peer, uint64_t tag)
-      : transport_(transport), buffer_(std::move(buffer)), is_send_(is_send), peer_(peer),
+      : transport_(transport),
+        buffer_(std::move(buffer)),
+        is_send_(is_send),
+        peer_(peer),
         tag_(tag) {
     transport_->Register(this);
   }
@@ -36,8 +39,9 @@ class GlooRequest : public Request {
       // gloo may still write into (or read from) the caller's buffer; closing the engine is
       // the only way to guarantee it will not.
       LogError("transport: %s destroyed before completion; failing the transport", Describe());
-      transport_->Fail(absl::UnavailableError(
-          absl::StrCat(Describe(),  " was destroyed before it completed")))
+      transport_
+          ->Fail(absl::UnavailableError(
+              absl::StrCat(Describe(), " was destroyed before it completed")))
           .IgnoreError();
     }
   }
@@ -78,22 +82,27 @@ class GlooRequest : public Request {
 
 absl::Status GlooRequest::Wait(absl::Duration timeout) {
   if (finished_) return result_;
-  const std::string what = "waiting for " + Describe();
-  absl::StatusOr<std::chrono::milliseconds> gloo_timeout = ToGlooTimeout(timeout, what);
-  if (!gloo_timeout.ok()) return gloo_timeout.status();  // a caller bug; the op stays pending
-  absl::Status status = transport_->latch_.Check(what);
-  if (!status.ok()) {
+  // Messages are built only on failure: Wait is on the per-message hot path.
+  auto what = [this] { return "waiting for " + Describe(); };
+  if (timeout == absl::InfiniteDuration()) {
+    return ToGlooTimeout(timeout, what()).status();  // a caller bug; the op stays pending
+  }
+  const std::chrono::milliseconds gloo_timeout = *ToGlooTimeout(timeout, "");
+  absl::Status status;
+  if (transport_->latch_.failed()) {
+    status = transport_->latch_.Check(what());
     Finish(status);
     return status;
   }
   try {
-    const bool completed = is_send_ ? buffer_->waitSend(nullptr, *gloo_timeout)
-                                    : buffer_->waitRecv(nullptr, *gloo_timeout);
+    const bool completed = is_send_ ? buffer_->waitSend(nullptr, gloo_timeout)
+                                    : buffer_->waitRecv(nullptr, gloo_timeout);
     // Only Abort() interrupts a wait without an exception.
-    status = completed ? absl::OkStatus()
-                       : transport_->Fail(absl::AbortedError(what + " aborted: Abort() was called"));
+    status = completed
+                 ? absl::OkStatus()
+                 : transport_->Fail(absl::AbortedError(what() + " aborted: Abort() was called"));
   } catch (const std::exception& e) {
-    status = transport_->Fail(transport_->StatusFromGloo(e.what(), timeout, what));
+    status = transport_->Fail(transport_->StatusFromGloo(e.what(), timeout, what()));
   }
   Finish(status);
   return status;
@@ -105,8 +114,8 @@ absl::StatusOr<std::chrono::milliseconds> ToGlooTimeout(absl::Duration timeout,
     return absl::InvalidArgumentError(what + ": the timeout must be finite");
   }
   if (timeout < absl::ZeroDuration()) timeout = absl::ZeroDuration();
-  return std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::Ceil(timeout,
-                                                                        absl::Milliseconds(1))));
+  return std::chrono::milliseconds(
+      absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))));
 }
 
 absl::StatusOr<std::unique_ptr<GlooTransport>> GlooTransport::Create(
@@ -118,8 +127,7 @@ absl::StatusOr<std::unique_ptr<GlooTransport>> GlooTransport::Create(
   const std::string what =
       absl::StrFormat("rendezvous of rank %d of %d on %s (store prefix '%s')", options.rank,
                       options.world_size, options.hostname, options.store_prefix);
-  ASSIGN_OR_RETURN(std::chrono::milliseconds timeout,
-                   ToGlooTimeout(options.connect_timeout, what));
+  ASSIGN_OR_RETURN(std::chrono::milliseconds timeout, ToGlooTimeout(options.connect_timeout, what));
   GlooKvStoreAdapter adapter(store, options.store_prefix, options.connect_timeout);
   try {
     gloo::transport::tcp::attr attr(options.hostname.c_str());
@@ -167,20 +175,20 @@ absl::StatusOr<std::unique_ptr<Request>> GlooTransport::Isend(int peer, uint64_t
   return Post(/*is_send=*/true, peer, tag, const_cast<float*>(data), count);
 }
 
-absl::StatusOr<std::unique_ptr<Request>> GlooTransport::Irecv(int peer, uint64_t tag,
-                                                              float* data, size_t count) {
+absl::StatusOr<std::unique_ptr<Request>> GlooTransport::Irecv(int peer, uint64_t tag, float* data,
+                                                              size_t count) {
   return Post(/*is_send=*/false, peer, tag, data, count);
 }
 
-absl::StatusOr<std::unique_ptr<Request>> GlooTransport::Post(bool is_send, int peer,
-                                                             uint64_t tag, float* data,
-                                                             size_t count) {
-  const std::string what = absl::StrFormat("%s rank %d (%s)", is_send ? "send to" : "recv from",
-                                           peer, TagToString(tag));
+absl::StatusOr<std::unique_ptr<Request>> GlooTransport::Post(bool is_send, int peer, uint64_t tag,
+                                                             float* data, size_t count) {
+  // Built eagerly: Post is cheap next to the payload, and most branches below need it.
+  const std::string what =
+      absl::StrFormat("%s rank %d (%s)", is_send ? "send to" : "recv from", peer, TagToString(tag));
   if (peer < 0 || peer >= world_size_ || peer == rank_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: peer must be another rank of the %d-rank world (this is rank %d)", what,
-        world_size_, rank_));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: peer must be another rank of the %d-rank world (this is rank %d)",
+                        what, world_size_, rank_));
   }
   if (!IsValidTag(tag)) {
     return absl::InvalidArgumentError(what + ": tag was not made by MakeTag");
@@ -208,8 +216,8 @@ absl::StatusOr<std::unique_ptr<Request>> GlooTransport::Post(bool is_send, int p
 template <typename T>
 absl::Status GlooTransport::AllReduceImpl(T* data, size_t count, absl::Duration timeout,
                                           const char* type_name) {
-  const std::string what = absl::StrFormat("waiting for all-reduce of %d %ss over %d ranks",
-                                           count, type_name, world_size_);
+  const std::string what = absl::StrFormat("waiting for all-reduce of %d %ss over %d ranks", count,
+                                           type_name, world_size_);
   ASSIGN_OR_RETURN(std::chrono::milliseconds gloo_timeout, ToGlooTimeout(timeout, what));
   RETURN_IF_ERROR(latch_.Check(what));
   if (count == 0 || world_size_ == 1) return absl::OkStatus();
@@ -272,8 +280,7 @@ absl::Status GlooTransport::StatusFromGloo(const char* message, absl::Duration t
     return absl::DeadlineExceededError(absl::StrCat(
         "timed out after ", absl::FormatDuration(timeout), " ", what, " [", message, "]"));
   }
-  return absl::UnavailableError(
-      absl::StrCat(what, ": peer gone or connection broken: ", message));
+  return absl::UnavailableError(absl::StrCat(what, ": peer gone or connection broken: ", message));
 }
 
 absl::Status GlooTransport::Fail(absl::Status status) {

@@ -81,11 +81,10 @@ class GlooTransport : public Transport {
 
   GlooTransport(int rank, int world_size, std::shared_ptr<gloo::Context> context);
 
-  absl::StatusOr<std::unique_ptr<Request>> Post(bool is_send, int peer, uint64_t tag,
-                                                float* data, size_t count);
+  absl::StatusOr<std::unique_ptr<Request>> Post(bool is_send, int peer, uint64_t tag, float* data,
+                                                size_t count);
   template <typename T>
-  absl::Status AllReduceImpl(T* data, size_t count, absl::Duration timeout,
-                             const char* type_name);
+  absl::Status AllReduceImpl(T* data, size_t count, absl::Duration timeout, const char* type_name);
 
   // Turns an exception from gloo, thrown while doing `what` ("waiting for recv from rank 1
   // (fwd stage 0 mb 3)"), into the Status the contract promises.

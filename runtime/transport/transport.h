@@ -116,8 +116,8 @@ class Transport {
   // Posts a send of data[0, count) to `peer` under `tag` and returns at once: the bytes move
   // in the background (engine threads), so compute continues. `peer` != rank(). The
   // matching Irecv on `peer` must use the same tag and the same count.
-  virtual absl::StatusOr<std::unique_ptr<Request>> Isend(int peer, uint64_t tag,
-                                                         const float* data, size_t count) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Request>> Isend(int peer, uint64_t tag, const float* data,
+                                                         size_t count) = 0;
 
   // Posts a receive of exactly `count` floats from `peer` under `tag` into data[0, count).
   virtual absl::StatusOr<std::unique_ptr<Request>> Irecv(int peer, uint64_t tag, float* data,

@@ -52,7 +52,8 @@ World MakeGlooWorld(int world_size) {
 
 World MakeFakeWorld(int world_size) {
   World world;
-  for (auto& endpoint : FakeTransport::CreateWorld(world_size)) world.push_back(std::move(endpoint));
+  for (auto& endpoint : FakeTransport::CreateWorld(world_size))
+    world.push_back(std::move(endpoint));
   return world;
 }
 
@@ -143,7 +144,8 @@ TEST_P(TransportConformanceTest, AbortUnblocksWaitOnAnotherThread) {
   EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
   EXPECT_LT(waited_for, absl::Seconds(3));
   world[0]->Abort();  // idempotent
-  EXPECT_EQ(world[0]->Isend(1, MakeTag(TagKind::kForwardActivation, 0, 0), buffer.data(), 1)
+  EXPECT_EQ(world[0]
+                ->Isend(1, MakeTag(TagKind::kForwardActivation, 0, 0), buffer.data(), 1)
                 .status()
                 .code(),
             absl::StatusCode::kAborted);
@@ -162,9 +164,9 @@ TEST_P(TransportConformanceTest, RejectsBadArguments) {
   EXPECT_EQ(world[0]->Isend(1, 42, &x, 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(world[0]->Isend(1, MakeTag(TagKind::kForwardActivation, -1, 0), &x, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(world[0]->AllReduceSum(static_cast<double*>(nullptr), 0, absl::InfiniteDuration())
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      world[0]->AllReduceSum(static_cast<double*>(nullptr), 0, absl::InfiniteDuration()).code(),
+      absl::StatusCode::kInvalidArgument);
   // Bad arguments are caller bugs, not transport failures: the world still works.
   OnEveryRank(2, [&](int rank) {
     absl::Status status = RunStampedExchange(*world[rank], 3, 2, 4096);

@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s store_dir prefix rank world_size mode\n", argv[0]);
     return 2;
   }
-  absl::Status status = xhc::RunPeer(argv[1], argv[2], std::atoi(argv[3]), std::atoi(argv[4]),
-                                     argv[5]);
+  absl::Status status =
+      xhc::RunPeer(argv[1], argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argv[5]);
   if (!status.ok()) {
     std::fprintf(stderr, "transport_peer rank %s: %s\n", argv[3], status.ToString().c_str());
     return 1;

@@ -65,8 +65,10 @@ absl::Status CheckReceived(const Transport& t, const PlannedOp& op) {
 }  // namespace
 
 float Stamp(int src, int dst, int kind_bit, int repeat, int microbatch_idx, size_t i) {
-  const uint32_t header = ((((static_cast<uint32_t>(src) * 4 + dst) * 2 + kind_bit) * 2 +
-                            repeat) * 8 + microbatch_idx) & 0x1FF;
+  const uint32_t header =
+      ((((static_cast<uint32_t>(src) * 4 + dst) * 2 + kind_bit) * 2 + repeat) * 8 +
+       microbatch_idx) &
+      0x1FF;
   return static_cast<float>((header << 15) | (i & 0x7FFF));
 }
 
@@ -111,15 +113,15 @@ absl::Status RunAllReduceChecks(Transport& t) {
     const std::vector<double> want = {n + sum_r, 0.5 * sum_r + n * round, -3.0 * sum_r};
     for (size_t i = 0; i < want.size(); ++i) {
       if (doubles[i] != want[i]) {
-        return absl::DataLossError(absl::StrFormat("rank %d round %d: double[%d] = %g, want %g",
-                                                   r, round, i, doubles[i], want[i]));
+        return absl::DataLossError(absl::StrFormat("rank %d round %d: double[%d] = %g, want %g", r,
+                                                   round, i, doubles[i], want[i]));
       }
     }
     for (size_t i = 0; i < floats.size(); ++i) {
       const float want_f = static_cast<float>(n * (i % 1000) + sum_r);
       if (floats[i] != want_f) {
-        return absl::DataLossError(absl::StrFormat("rank %d round %d: float[%d] = %g, want %g",
-                                                   r, round, i, floats[i], want_f));
+        return absl::DataLossError(absl::StrFormat("rank %d round %d: float[%d] = %g, want %g", r,
+                                                   round, i, floats[i], want_f));
       }
     }
     RETURN_IF_ERROR(t.Barrier(kWaitTimeout));
