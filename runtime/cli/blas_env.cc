@@ -7,22 +7,30 @@
 
 namespace xhc::cli {
 
-void MaybeReexecWithBlasCoretype(char** argv) {
-  if (getenv("OPENBLAS_CORETYPE") != nullptr) return;
+void MaybeReexecWithTunedEnv(char** argv) {
   const char* autotune = getenv("XHC_BLAS_AUTOTUNE");
   if (autotune != nullptr && std::strcmp(autotune, "0") == 0) return;
-  __builtin_cpu_init();
-  const char* coretype = nullptr;
-  if (__builtin_cpu_supports("avx512f")) {
-    coretype = "SkylakeX";
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    coretype = "Haswell";
+  bool changed = false;
+  if (getenv("OPENBLAS_CORETYPE") == nullptr) {
+    __builtin_cpu_init();
+    const char* coretype = nullptr;
+    if (__builtin_cpu_supports("avx512f")) {
+      coretype = "SkylakeX";
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      coretype = "Haswell";
+    }
+    if (coretype != nullptr) {
+      setenv("OPENBLAS_CORETYPE", coretype, 1);
+      changed = true;
+    }
   }
-  if (coretype == nullptr) return;
-  setenv("OPENBLAS_CORETYPE", coretype, 1);
+  if (getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    changed = true;
+  }
+  if (!changed) return;
   execv("/proc/self/exe", argv);
-  // execv failed: continue with the default kernels.
-  unsetenv("OPENBLAS_CORETYPE");
+  // execv failed: carry on with the environment as it was (slower, still correct).
 }
 
 }  // namespace xhc::cli

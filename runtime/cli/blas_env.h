@@ -9,11 +9,16 @@
 // environment is always respected, and XHC_BLAS_AUTOTUNE=0 disables this. Child processes
 // (workers) inherit the choice, so every process of a job runs the same kernels (which matters
 // for bit-identical results).
+//
+// The same re-exec sets OMP_WAIT_POLICY=passive unless set: libgomp's default spin-waiting
+// at barriers collapses throughput by 100x or more when the cores are shared (several worker
+// processes, or a build running beside training): measured 42 vs 10842 tokens/s on a tiny
+// model on this 2-core machine under load. Like OPENBLAS_CORETYPE it is read at load time.
 
 namespace xhc::cli {
 
 // Returns only if no re-exec was needed (or it failed, which is harmless: slower BLAS).
-void MaybeReexecWithBlasCoretype(char** argv);
+void MaybeReexecWithTunedEnv(char** argv);
 
 }  // namespace xhc::cli
 

@@ -14,6 +14,10 @@ int RunEval(const std::vector<std::string>& args);
 int RunSample(const std::vector<std::string>& args);
 int RunCkpt(const std::vector<std::string>& args);
 int RunSchedule(const std::vector<std::string>& args);
+int RunLaunchCommand(const std::vector<std::string>& args);
+int RunWorkerCommand(const std::vector<std::string>& args);
+int RunControllerCommand(const std::vector<std::string>& args);
+int RunStatusCommand(const std::vector<std::string>& args);
 
 }  // namespace xhc::cli
 

@@ -19,6 +19,10 @@ struct Subcommand {
 };
 
 const Subcommand kSubcommands[] = {
+    {"launch", xhc::cli::RunLaunchCommand, "run a whole pipeline job on this machine"},
+    {"controller", xhc::cli::RunControllerCommand, "serve a job's controller (multi-host)"},
+    {"worker", xhc::cli::RunWorkerCommand, "join a job's controller as a worker"},
+    {"status", xhc::cli::RunStatusCommand, "show a running job's state"},
     {"train", xhc::cli::RunTrain, "single-process training on a config"},
     {"eval", xhc::cli::RunEval, "loss (and gradients) of a checkpoint or safetensors weights"},
     {"sample", xhc::cli::RunSample, "generate text from a checkpoint"},
@@ -34,7 +38,7 @@ void Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  xhc::cli::MaybeReexecWithBlasCoretype(argv);
+  xhc::cli::MaybeReexecWithTunedEnv(argv);
   // Under `bazel run`, relative paths mean the caller's directory, not the runfiles tree.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {
     if (chdir(dir) != 0) std::perror("chdir to BUILD_WORKING_DIRECTORY");

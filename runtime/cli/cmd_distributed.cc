@@ -1,0 +1,187 @@
+// xhc launch | controller | worker | status: the distributed job's commands.
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "proto/xhc.grpc.pb.h"
+#include "runtime/cli/cli_util.h"
+#include "runtime/cli/commands.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/controller/controller.h"
+#include "runtime/controller/controller_service.h"
+#include "runtime/launch/launcher.h"
+#include "runtime/worker/rpc_util.h"
+#include "runtime/worker/worker.h"
+
+namespace xhc::cli {
+namespace {
+
+std::string DefaultRunDir() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm_buf;
+  localtime_r(&now, &tm_buf);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm_buf);
+  return absl::StrFormat("runs/launch-%s", stamp);
+}
+
+absl::Status Launch(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(Flags flags,
+                   ParseFlagsOrHelp("launch",
+                                    "--config FILE [--workers R] [--steps N] [--out DIR] "
+                                    "[--resume RUN_DIR]",
+                                    args,
+                                    {{"config", "job config (YAML)"},
+                                     {"workers", "worker processes (default pipeline.workers)"},
+                                     {"steps", "override train.steps"},
+                                     {"out", "run directory (default runs/launch-<time>)"},
+                                     {"resume", "continue the job in RUN_DIR from its last "
+                                                "committed checkpoint"}}));
+  launch::LaunchOptions o;
+  std::string config_path = flags.Get("config");
+  if (flags.Has("resume")) {
+    o.resume = true;
+    o.out_dir = flags.Get("resume");
+    if (config_path.empty()) config_path = o.out_dir + "/config.yaml";
+  } else {
+    o.out_dir = flags.Get("out", DefaultRunDir());
+  }
+  if (config_path.empty()) return absl::InvalidArgumentError("missing required flag --config");
+  ASSIGN_OR_RETURN(Config config, LoadConfigFile(config_path));
+  ASSIGN_OR_RETURN(int64_t workers, flags.GetInt("workers", 0));
+  o.workers = static_cast<int>(workers);
+  ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
+  std::printf("xhc launch: %s residual, %d workers, %s schedule; run directory %s\n",
+              ResidualTypeName(config.model.residual.type).c_str(),
+              o.workers > 0 ? o.workers : config.pipeline.workers,
+              config.pipeline.schedule.c_str(), o.out_dir.c_str());
+  std::fflush(stdout);
+  RETURN_IF_ERROR(launch::RunLaunch(config, o));
+  std::printf("done: metrics %s/metrics.jsonl, trace %s/trace.json, checkpoints %s/checkpoints\n",
+              o.out_dir.c_str(), o.out_dir.c_str(), o.out_dir.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status Worker(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(
+      Flags flags,
+      ParseFlagsOrHelp("worker", "--controller HOST:PORT (--token-file F | $XHC_JOB_TOKEN) ...",
+                       args,
+                       {{"controller", "controller address", false, true},
+                        {"token-file", "file holding the job token"},
+                        {"device", "cpu or cuda:N (default cpu)"},
+                        {"advertise-address", "data-plane address peers connect to"},
+                        {"config", "refuse a job whose model config differs from this one"},
+                        {"rank-hint", "preferred rank"},
+                        {"tls-ca", "CA certificate (PEM) to verify the controller"},
+                        {"tls-cert", "client certificate (PEM) for mutual TLS"},
+                        {"tls-key", "client key (PEM)"}}));
+  worker::WorkerOptions o;
+  o.controller = flags.Get("controller");
+  if (flags.Has("token-file")) {
+    ASSIGN_OR_RETURN(o.token, worker::ReadTokenFile(flags.Get("token-file")));
+  } else if (const char* t = std::getenv("XHC_JOB_TOKEN"); t != nullptr) {
+    o.token = t;
+  }
+  o.device = flags.Get("device", "cpu");
+  if (o.device != "cpu") {
+    return absl::UnimplementedError(absl::StrCat(
+        "--device ", o.device, ": GPU workers are not available in this build (CPU only)"));
+  }
+  o.advertise_address = flags.Get("advertise-address", "127.0.0.1");
+  o.config_path = flags.Get("config");
+  ASSIGN_OR_RETURN(int64_t hint, flags.GetInt("rank-hint", -1));
+  o.rank_hint = static_cast<int>(hint);
+  o.tls = {flags.Get("tls-ca"), flags.Get("tls-cert"), flags.Get("tls-key")};
+  return worker::RunWorker(o);
+}
+
+absl::Status Controller(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(
+      Flags flags,
+      ParseFlagsOrHelp("controller", "--config FILE [--listen HOST:PORT] [--workers R] ...", args,
+                       {{"config", "job config (YAML)", false, true},
+                        {"listen", "address to serve on (default 127.0.0.1:7070)"},
+                        {"workers", "workers to wait for (default pipeline.workers)"},
+                        {"steps", "override train.steps"},
+                        {"out", "run directory (default runs/job)"},
+                        {"resume", "continue from OUT's last committed checkpoint", true, false},
+                        {"token-file", "job token file (created, mode 0600, if absent)"},
+                        {"tls-cert", "server certificate (PEM)"},
+                        {"tls-key", "server key (PEM)"},
+                        {"tls-client-ca", "require client certificates signed by this CA"}}));
+  ASSIGN_OR_RETURN(Config config, LoadConfigFile(flags.Get("config")));
+  controller::ControllerOptions o;
+  ASSIGN_OR_RETURN(int64_t workers, flags.GetInt("workers", config.pipeline.workers));
+  o.workers = static_cast<int>(workers);
+  ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
+  o.run_dir = flags.Get("out", "runs/job");
+  o.resume = flags.GetBool("resume");
+  o.register_timeout_s = 3600;
+  ASSIGN_OR_RETURN(std::unique_ptr<controller::Controller> ctl, controller::Controller::Create(config, o));
+  const std::string token_file = flags.Get("token-file", o.run_dir + "/.job-token");
+  std::string token;
+  if (absl::StatusOr<std::string> t = worker::ReadTokenFile(token_file); t.ok()) {
+    token = *t;
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(token_file).parent_path(), ec);
+    ASSIGN_OR_RETURN(token, launch::NewJobToken());
+    RETURN_IF_ERROR(launch::WriteTokenFile(token_file, token));
+  }
+  controller::TlsFiles tls{flags.Get("tls-cert"), flags.Get("tls-key"), flags.Get("tls-client-ca")};
+  ASSIGN_OR_RETURN(auto server, controller::ControllerServer::Start(
+                                    ctl.get(), flags.Get("listen", "127.0.0.1:7070"), token, tls));
+  std::printf("xhc controller: listening on port %d, waiting for %d workers; token in %s\n",
+              server->port(), o.workers, token_file.c_str());
+  std::fflush(stdout);
+  absl::Status s = ctl->Run();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let SHUTDOWN reach workers
+  ctl->Stop();
+  server->Shutdown();
+  return s;
+}
+
+absl::Status Status(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(Flags flags,
+                   ParseFlagsOrHelp("status", "--controller HOST:PORT --token-file F", args,
+                                    {{"controller", "controller address", false, true},
+                                     {"token-file", "job token file", false, true}}));
+  ASSIGN_OR_RETURN(std::string token, worker::ReadTokenFile(flags.Get("token-file")));
+  ASSIGN_OR_RETURN(auto channel, worker::MakeChannel(flags.Get("controller"), {}));
+  auto stub = proto::Controller::NewStub(channel);
+  grpc::ClientContext ctx;
+  worker::PrepareContext(&ctx, token, 10);
+  proto::Empty req;
+  proto::StatusResponse resp;
+  RETURN_IF_ERROR(worker::FromGrpc(stub->Status(&ctx, req, &resp), "status"));
+  std::printf("job: %s, step %lld/%lld, loss %.4f, %.0f tokens/s\n", resp.state().c_str(),
+              static_cast<long long>(resp.step()), static_cast<long long>(resp.total_steps()),
+              resp.loss(), resp.tokens_per_s());
+  for (const std::string& w : resp.workers()) std::printf("  %s\n", w.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunLaunchCommand(const std::vector<std::string>& args) {
+  absl::Status s = Launch(args);
+  return s.ok() ? 0 : Fail("launch", s);
+}
+int RunWorkerCommand(const std::vector<std::string>& args) {
+  absl::Status s = Worker(args);
+  return s.ok() ? 0 : Fail("worker", s);
+}
+int RunControllerCommand(const std::vector<std::string>& args) {
+  absl::Status s = Controller(args);
+  return s.ok() ? 0 : Fail("controller", s);
+}
+int RunStatusCommand(const std::vector<std::string>& args) {
+  absl::Status s = Status(args);
+  return s.ok() ? 0 : Fail("status", s);
+}
+
+}  // namespace xhc::cli

@@ -1,0 +1,281 @@
+#include "runtime/controller/controller.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/data/sampler.h"
+
+namespace xhc::controller {
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const Config& config,
+                                                               const ControllerOptions& options) {
+  ASSIGN_OR_RETURN(plan::JobPlan plan, plan::MakePlan(config, options.workers));
+  auto c = std::unique_ptr<Controller>(new Controller(config, options, std::move(plan)));
+  if (options.resume) {
+    std::vector<std::string> warnings;
+    const std::string root = (fs::path(options.run_dir) / "checkpoints").string();
+    // Verify before any worker starts: a resumed job must not half-start.
+    std::vector<std::string> candidates = CommittedStepDirs(root);
+    absl::StatusOr<std::string> latest = LatestStepDir(root);
+    if (latest.ok()) candidates.insert(candidates.begin(), *latest);
+    for (const std::string& dir : candidates) {
+      absl::StatusOr<Manifest> m = VerifyCheckpoint(dir);
+      if (m.ok()) {
+        c->start_step_ = m->step;
+        c->resume_from_ = dir;
+        break;
+      }
+      LogWarning("resume: skipping %s: %s", dir, m.status().message());
+    }
+    if (c->resume_from_.empty()) {
+      return absl::NotFoundError(absl::StrCat("resume: no valid checkpoint under ", root));
+    }
+    LogInfo("resume: continuing from %s (step %d)", c->resume_from_, c->start_step_);
+  }
+  return c;
+}
+
+Controller::Controller(const Config& config, const ControllerOptions& options,
+                       plan::JobPlan plan)
+    : config_(config), options_(options), plan_(std::move(plan)) {
+  config_hash_ = ModelConfigHash(config_.model);
+  job_id_ = absl::StrFormat("job-%016x", Mix64(static_cast<uint64_t>(::getpid()) ^
+                                               static_cast<uint64_t>(time(nullptr))));
+  total_steps_ = options.steps >= 0 ? options.steps : config.train.steps;
+  workers_.resize(options.workers);
+}
+
+absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::RegisterRequest& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!req.config_hash().empty() && req.config_hash() != config_hash_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", req.worker_id(), " was started with a config whose model hash ",
+        req.config_hash(), " differs from the job's ", config_hash_));
+  }
+  int rank = -1;
+  const int hint = req.rank_hint();
+  if (hint >= 0 && hint < options_.workers && !workers_[hint].registered) rank = hint;
+  for (int r = 0; rank < 0 && r < options_.workers; ++r) {
+    if (!workers_[r].registered) rank = r;
+  }
+  if (rank < 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job already has its ", options_.workers, " workers"));
+  }
+  Worker& w = workers_[rank];
+  w.registered = true;
+  w.worker_id = req.worker_id();
+  w.address = req.advertise_address();
+  w.pid = req.pid();
+  w.last_beat = Clock::now();
+  proto::RegisterResponse resp;
+  resp.set_rank(rank);
+  resp.set_world_size(options_.workers);
+  resp.set_config_yaml(config_.source_yaml);
+  resp.set_config_hash(config_hash_);
+  for (int s : plan_.StagesOf(rank)) resp.add_stages(s);
+  resp.set_actions(plan::DescribeRankActions(plan_, rank));
+  resp.set_job_id(job_id_);
+  resp.set_generation(0);
+  resp.set_start_step(start_step_);
+  resp.set_run_dir(options_.run_dir);
+  resp.set_resume_from(resume_from_);
+  LogInfo("worker %s (pid %d, %s) registered as rank %d", req.worker_id(), req.pid(),
+          req.advertise_address(), rank);
+  cv_.notify_all();
+  return resp;
+}
+
+void Controller::KvSet(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_[key] = value;
+  cv_.notify_all();
+}
+
+absl::StatusOr<std::vector<std::string>> Controller::KvGet(const std::vector<std::string>& keys,
+                                                          double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto all_present = [&] {
+    for (const std::string& k : keys) {
+      if (!kv_.count(k)) return false;
+    }
+    return true;
+  };
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  if (!cv_.wait_until(lock, deadline, [&] { return stopped_ || all_present(); }) || stopped_) {
+    std::vector<std::string> missing;
+    for (const std::string& k : keys) {
+      if (!kv_.count(k)) missing.push_back(k);
+    }
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "rendezvous: keys [%s] not set within %.1f s", absl::StrJoin(missing, ", "), timeout_s));
+  }
+  std::vector<std::string> values;
+  for (const std::string& k : keys) values.push_back(kv_[k]);
+  return values;
+}
+
+void Controller::Attach(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  workers_[rank].attached = true;
+  workers_[rank].alive = true;
+  workers_[rank].last_beat = Clock::now();
+  cv_.notify_all();
+}
+
+void Controller::Heartbeat(const proto::Heartbeat& beat) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (beat.rank() < 0 || beat.rank() >= options_.workers) return;
+  Worker& w = workers_[beat.rank()];
+  w.last_beat = Clock::now();
+  w.progress = beat.progress();
+}
+
+void Controller::Detach(int rank, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (workers_[rank].alive && !stopped_) {
+    LogWarning("worker rank %d (pid %d) lost: %s", rank, workers_[rank].pid, why);
+  }
+  workers_[rank].alive = false;
+  cv_.notify_all();
+}
+
+std::optional<proto::Command> Controller::NextCommand(int rank, double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Worker& w = workers_[rank];
+  cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+               [&] { return stopped_ || !w.outbox.empty(); });
+  if (w.outbox.empty()) return std::nullopt;
+  proto::Command c = w.outbox.front();
+  w.outbox.pop_front();
+  return c;
+}
+
+absl::Status Controller::Report(const proto::StepReport& report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (report.rank() < 0 || report.rank() >= options_.workers) {
+    return absl::InvalidArgumentError(absl::StrCat("report from unknown rank ", report.rank()));
+  }
+  reports_[{report.step(), report.rank()}] = report;
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+proto::StatusResponse Controller::Status() {
+  std::lock_guard<std::mutex> lock(mu_);
+  proto::StatusResponse s;
+  s.set_state(state_);
+  s.set_step(current_step_);
+  s.set_total_steps(total_steps_);
+  s.set_loss(last_loss_);
+  s.set_tokens_per_s(tokens_per_s_);
+  const auto now = Clock::now();
+  for (int r = 0; r < options_.workers; ++r) {
+    const Worker& w = workers_[r];
+    s.add_workers(absl::StrFormat(
+        "rank %d: %s pid %d %s, last heartbeat %.1f s ago, progress %d", r,
+        w.registered ? w.worker_id : "(not registered)", w.pid,
+        w.alive ? "alive" : (w.attached ? "DEAD" : "not attached"),
+        std::chrono::duration<double>(now - w.last_beat).count(), w.progress));
+  }
+  return s;
+}
+
+void Controller::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopped_ = true;
+  cv_.notify_all();
+}
+
+void Controller::Broadcast(const proto::Command& command) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Worker& w : workers_) w.outbox.push_back(command);
+  cv_.notify_all();
+}
+
+absl::Status Controller::FirstDeadWorker() const {
+  for (int r = 0; r < options_.workers; ++r) {
+    const Worker& w = workers_[r];
+    if (w.attached && !w.alive) {
+      return absl::UnavailableError(absl::StrFormat(
+          "worker rank %d (%s, pid %d) died: its heartbeat stream closed", r, w.worker_id, w.pid));
+    }
+    const double silent = std::chrono::duration<double>(Clock::now() - w.last_beat).count();
+    if (w.attached && silent > config_.fault.heartbeat_timeout_s) {
+      return absl::UnavailableError(absl::StrFormat(
+          "worker rank %d (%s, pid %d) hung: no heartbeat for %.1f s (fault.heartbeat_timeout "
+          "%.1f s)", r, w.worker_id, w.pid, silent, config_.fault.heartbeat_timeout_s));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Controller::WaitForWorkers() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(options_.register_timeout_s));
+  auto ready = [&] {
+    for (const Worker& w : workers_) {
+      if (!w.registered || !w.attached) return false;
+    }
+    return true;
+  };
+  while (!ready()) {
+    if (stopped_) return absl::CancelledError("controller stopped");
+    RETURN_IF_ERROR(FirstDeadWorker());
+    cv_.wait_for(lock, std::chrono::milliseconds(200));
+    if (Clock::now() >= deadline) {
+      std::vector<int> missing;
+      for (int r = 0; r < options_.workers; ++r) {
+        if (!workers_[r].registered || !workers_[r].attached) missing.push_back(r);
+      }
+      return absl::DeadlineExceededError(
+          absl::StrFormat("ranks [%s] did not join within %.0f s", absl::StrJoin(missing, ", "),
+                          options_.register_timeout_s));
+    }
+  }
+  state_ = "running";
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<proto::StepReport>> Controller::CollectReports(int64_t step,
+                                                                         double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    std::vector<proto::StepReport> got;
+    for (int r = 0; r < options_.workers; ++r) {
+      auto it = reports_.find({step, r});
+      if (it == reports_.end()) break;
+      if (!it->second.error().empty()) {
+        return absl::InternalError(
+            absl::StrFormat("step %d failed on rank %d: %s", step, r, it->second.error()));
+      }
+      got.push_back(it->second);
+    }
+    if (static_cast<int>(got.size()) == options_.workers) {
+      for (int r = 0; r < options_.workers; ++r) reports_.erase({step, r});
+      return got;
+    }
+    if (stopped_) return absl::CancelledError("controller stopped");
+    RETURN_IF_ERROR(FirstDeadWorker());
+    if (Clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "step %d did not finish within fault.step_timeout = %.0f s", step, timeout_s));
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace xhc::controller

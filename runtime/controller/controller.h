@@ -1,0 +1,117 @@
+#ifndef XHC_RUNTIME_CONTROLLER_CONTROLLER_H_
+#define XHC_RUNTIME_CONTROLLER_CONTROLLER_H_
+
+// The job's controller logic, independent of gRPC (controller_service.h is the thin adapter):
+// registration and rank assignment, the rendezvous key-value store, worker liveness from the
+// heartbeat streams, and Run(), which drives steps and checkpoints and aggregates reports
+// into progress lines, metrics.jsonl and a merged Chrome trace.
+//
+// Thread safety: every public method may be called from any gRPC handler thread; Run() is
+// called once, from its own thread.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/xhc.pb.h"
+#include "runtime/common/config.h"
+#include "runtime/plan/plan.h"
+
+namespace xhc::controller {
+
+struct ControllerOptions {
+  int workers = 1;
+  int64_t steps = -1;             // total steps (train.steps when < 0)
+  std::string run_dir;            // metrics.jsonl, trace.json, checkpoints/
+  double register_timeout_s = 120;
+  bool quiet = false;             // no progress lines on stdout
+  bool resume = false;            // start from run_dir/checkpoints (LATEST or older)
+};
+
+class Controller {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Validates the plan before any worker starts (bad schedule/worker counts are errors
+  // naming the config key).
+  static absl::StatusOr<std::unique_ptr<Controller>> Create(const Config& config,
+                                                            const ControllerOptions& options);
+
+  // --- RPC logic ---
+  absl::StatusOr<proto::RegisterResponse> Register(const proto::RegisterRequest& request);
+  void KvSet(const std::string& key, const std::string& value);
+  // Blocks until every key is present (kDeadlineExceeded naming the missing keys).
+  absl::StatusOr<std::vector<std::string>> KvGet(const std::vector<std::string>& keys,
+                                                 double timeout_s);
+  // A worker's heartbeat stream opened / delivered a beat / closed (closed = dead).
+  void Attach(int rank);
+  void Heartbeat(const proto::Heartbeat& beat);
+  void Detach(int rank, const std::string& why);
+  // The next command for `rank` (blocks up to timeout_s; nullopt on timeout or shutdown).
+  std::optional<proto::Command> NextCommand(int rank, double timeout_s);
+  absl::Status Report(const proto::StepReport& report);
+  proto::StatusResponse Status();
+
+  // Drives the whole job; returns when it finished (OK) or cannot continue.
+  absl::Status Run();
+  // Makes NextCommand/KvGet waiters return (server shutdown).
+  void Stop();
+
+  const plan::JobPlan& plan() const { return plan_; }
+  const Config& config() const { return config_; }
+
+ private:
+  struct Worker {
+    bool registered = false, attached = false, alive = false;
+    std::string worker_id, address;
+    int pid = 0;
+    Clock::time_point last_beat;
+    int64_t progress = 0;
+    std::deque<proto::Command> outbox;
+  };
+
+  Controller(const Config& config, const ControllerOptions& options, plan::JobPlan plan);
+  absl::Status WaitForWorkers();
+  void Broadcast(const proto::Command& command);
+  // Waits for one report of `step` from every rank (kUnavailable if a worker dies).
+  absl::StatusOr<std::vector<proto::StepReport>> CollectReports(int64_t step, double timeout_s);
+  absl::Status RunStep(int64_t step, bool evaluate);
+  absl::Status Checkpoint(int64_t step);
+  void WriteTrace();
+  absl::Status FirstDeadWorker() const;  // requires mu_
+
+  Config config_;
+  ControllerOptions options_;
+  plan::JobPlan plan_;
+  std::string config_hash_;
+  std::string job_id_;
+  int64_t total_steps_ = 0;
+  int64_t start_step_ = 0;
+  std::string resume_from_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;
+  std::vector<Worker> workers_;
+  std::map<std::string, std::string> kv_;
+  std::map<std::pair<int64_t, int>, proto::StepReport> reports_;  // (step, rank)
+  // Progress for `xhc status`.
+  std::string state_ = "waiting for workers";
+  int64_t current_step_ = 0;
+  double last_loss_ = 0, tokens_per_s_ = 0;
+  std::vector<proto::Span> trace_spans_;
+  std::vector<int> trace_ranks_;
+  std::vector<double> trace_offsets_us_;
+};
+
+}  // namespace xhc::controller
+
+#endif  // XHC_RUNTIME_CONTROLLER_CONTROLLER_H_

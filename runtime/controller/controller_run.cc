@@ -1,0 +1,149 @@
+// Controller::Run: the step loop, checkpoints, metrics and the merged trace.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/controller/controller.h"
+#include "runtime/controller/trace_writer.h"
+
+namespace xhc::controller {
+namespace fs = std::filesystem;
+namespace {
+
+double Since(Controller::Clock::time_point t0) {
+  return std::chrono::duration<double>(Controller::Clock::now() - t0).count();
+}
+
+}  // namespace
+
+absl::Status Controller::RunStep(int64_t step, bool evaluate) {
+  proto::Command cmd;
+  cmd.set_kind(proto::Command::RUN_STEP);
+  cmd.set_step(step);
+  cmd.set_evaluate(evaluate);
+  cmd.set_total_steps(total_steps_);
+  const auto t0 = Clock::now();
+  Broadcast(cmd);
+  ASSIGN_OR_RETURN(std::vector<proto::StepReport> reports,
+                   CollectReports(step, config_.fault.step_timeout_s));
+  const double step_s = Since(t0);
+  // Mean of the micro-batch losses in micro-batch order: the same sum, in the same order,
+  // as single-process training, so the reported loss is bit-identical.
+  std::vector<double> losses(config_.train.microbatches, 0.0);
+  std::vector<double> val;
+  for (const proto::StepReport& r : reports) {
+    for (int i = 0; i < r.losses_size(); ++i) losses[r.loss_microbatches(i)] = r.losses(i);
+    for (double v : r.val_losses()) val.push_back(v);
+  }
+  double loss = 0;
+  for (double l : losses) loss += l;
+  loss /= config_.train.microbatches;
+  const double tokens = static_cast<double>(config_.train.microbatches) *
+                        config_.train.batch_size * config_.model.seq_len;
+  std::vector<std::string> exposed, bubble;
+  for (const proto::StepReport& r : reports) {
+    exposed.push_back(absl::StrFormat("%.4f", r.comm_wait_s() / std::max(r.step_s(), 1e-9)));
+    bubble.push_back(absl::StrFormat("%.4f", 1.0 - r.compute_s() / std::max(r.step_s(), 1e-9)));
+    for (const proto::Span& s : r.spans()) {
+      trace_spans_.push_back(s);
+      trace_ranks_.push_back(r.rank());
+    }
+  }
+  double val_loss = 0;
+  for (double v : val) val_loss += v / val.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_step_ = step + 1;
+    last_loss_ = loss;
+    tokens_per_s_ = tokens / step_s;
+  }
+  std::ofstream metrics((fs::path(options_.run_dir) / "metrics.jsonl").string(), std::ios::app);
+  metrics << absl::StrFormat(
+      "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6g, \"step_s\": %.4f, "
+      "\"tokens_per_s\": %.1f, \"exposed_comm\": [%s], \"bubble\": [%s]%s}\n",
+      step + 1, loss, reports[0].grad_norm(), step_s, tokens / step_s,
+      absl::StrJoin(exposed, ", "), absl::StrJoin(bubble, ", "),
+      val.empty() ? "" : absl::StrFormat(", \"val_loss\": %.6f", val_loss));
+  if (!options_.quiet) {
+    const double eta = step_s * static_cast<double>(total_steps_ - step - 1);
+    std::printf("step %5d/%d  loss %.4f%s  %.0f tok/s  exposed comm %s  ETA %dm%02ds\n",
+                static_cast<int>(step + 1), static_cast<int>(total_steps_), loss,
+                val.empty() ? "" : absl::StrFormat("  val %.4f", val_loss).c_str(),
+                tokens / step_s, absl::StrJoin(exposed, "/").c_str(),
+                static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Controller::Checkpoint(int64_t step) {
+  const std::string root = (fs::path(options_.run_dir) / "checkpoints").string();
+  const std::string dir = (fs::path(root) / StepDirName(step)).string();
+  proto::Command cmd;
+  cmd.set_kind(proto::Command::CHECKPOINT);
+  cmd.set_step(step);
+  cmd.set_checkpoint_dir(dir);
+  const auto t0 = Clock::now();
+  Broadcast(cmd);
+  // Checkpoint reports use step = -(step + 1) so they never mix with step reports.
+  ASSIGN_OR_RETURN(std::vector<proto::StepReport> reports,
+                   CollectReports(-(step + 1), config_.fault.step_timeout_s));
+  Manifest m;
+  m.step = step;
+  m.config_yaml = config_.source_yaml;
+  m.sampler_step = step;
+  m.rng = {{"seed", absl::StrCat(config_.train.seed)}};
+  m.layout = absl::StrFormat("%d ranks %s", options_.workers, plan_.schedule.type);
+  for (const proto::StepReport& r : reports) {
+    for (const proto::ShardInfo& s : r.shards()) {
+      m.shards.push_back({s.file(), s.bytes(), s.xxhash64(),
+                          std::vector<std::string>(s.tensors().begin(), s.tensors().end())});
+    }
+  }
+  RETURN_IF_ERROR(CommitCheckpoint(root, m, config_.checkpoint.keep));
+  LogInfo("checkpoint step %d committed (%d shards) in %.2f s", step, m.shards.size(), Since(t0));
+  return absl::OkStatus();
+}
+
+void Controller::WriteTrace() {
+  const std::string path = (fs::path(options_.run_dir) / "trace.json").string();
+  absl::Status s = WriteChromeTrace(path, trace_spans_, trace_ranks_, options_.workers);
+  if (!s.ok()) LogWarning("trace: %s", s.message());
+}
+
+absl::Status Controller::Run() {
+  std::error_code ec;
+  fs::create_directories(options_.run_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("create ", options_.run_dir, ": ", ec.message()));
+  std::ofstream((fs::path(options_.run_dir) / "config.yaml").string()) << config_.source_yaml;
+  RETURN_IF_ERROR(WaitForWorkers());
+  LogInfo("all %d workers joined; %s schedule, %d stages, steps %d..%d", options_.workers,
+          plan_.schedule.type, plan_.schedule.num_stages, start_step_, total_steps_);
+  absl::Status status = absl::OkStatus();
+  for (int64_t step = start_step_; step < total_steps_ && status.ok(); ++step) {
+    const int64_t done = step + 1;
+    const bool evaluate = config_.train.eval_every > 0 &&
+                          (done % config_.train.eval_every == 0 || done == total_steps_);
+    status = RunStep(step, evaluate);
+    const bool periodic = config_.checkpoint.every > 0 && done % config_.checkpoint.every == 0;
+    if (status.ok() && (periodic || done == total_steps_)) status = Checkpoint(done);
+  }
+  WriteTrace();
+  proto::Command bye;
+  bye.set_kind(status.ok() ? proto::Command::SHUTDOWN : proto::Command::ABORT);
+  Broadcast(bye);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    state_ = status.ok() ? "finished" : absl::StrCat("failed: ", status.message());
+  }
+  return status;
+}
+
+}  // namespace xhc::controller

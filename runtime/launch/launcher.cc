@@ -1,0 +1,154 @@
+#include "runtime/launch/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/controller/controller.h"
+#include "runtime/controller/controller_service.h"
+
+namespace xhc::launch {
+namespace fs = std::filesystem;
+namespace {
+
+struct Child {
+  pid_t pid = -1;
+  int out_fd = -1;
+  std::thread pump;
+};
+
+// Copies a child's output line by line with a "[rank i]" prefix.
+void Pump(int fd, int index) {
+  FILE* in = fdopen(fd, "r");
+  if (in == nullptr) return;
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0) {
+    std::fprintf(stderr, "[rank %d] %s", index, line);
+  }
+  std::free(line);
+  std::fclose(in);
+}
+
+absl::StatusOr<Child> SpawnWorker(int index, int port, const std::string& token_file,
+                                  int threads) {
+  // Everything the child needs is prepared before fork: after it, only exec-safe calls.
+  const std::string addr = absl::StrCat("127.0.0.1:", port), hint = absl::StrCat(index);
+  const std::string threads_env = absl::StrCat(threads);
+  const char* threads_str = threads_env.c_str();
+  int fds[2];
+  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    // Workers share the machine's cores: give each its share of OpenMP threads (an explicit
+    // OMP_NUM_THREADS from the user wins).
+    setenv("OMP_NUM_THREADS", threads_str, 0);
+    execl("/proc/self/exe", "xhc", "worker", "--controller", addr.c_str(), "--token-file",
+          token_file.c_str(), "--rank-hint", hint.c_str(), static_cast<char*>(nullptr));
+    std::perror("exec xhc worker");
+    _exit(127);
+  }
+  close(fds[1]);
+  Child c;
+  c.pid = pid;
+  c.out_fd = fds[0];
+  c.pump = std::thread(Pump, fds[0], index);
+  return c;
+}
+
+// Waits for every child; kills the ones still running after `grace_s`.
+void Reap(std::vector<Child>& children, double grace_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
+  for (Child& c : children) {
+    int status = 0;
+    while (waitpid(c.pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (c.pump.joinable()) c.pump.join();
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> NewJobToken() {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  unsigned char bytes[16];
+  if (!in.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
+    return absl::InternalError("cannot read /dev/urandom");
+  }
+  std::string token;
+  for (unsigned char b : bytes) absl::StrAppend(&token, absl::Hex(b, absl::kZeroPad2));
+  return token;
+}
+
+absl::Status WriteTokenFile(const std::string& path, const std::string& token) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create token file ", path));
+  fchmod(fd, 0600);
+  const bool ok = write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  close(fd);
+  return ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
+}
+
+absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
+  controller::ControllerOptions copts;
+  copts.workers = options.workers > 0 ? options.workers : config.pipeline.workers;
+  copts.steps = options.steps;
+  copts.run_dir = options.out_dir;
+  copts.quiet = options.quiet;
+  copts.resume = options.resume;
+  // The plan is validated here, before any worker process starts.
+  ASSIGN_OR_RETURN(std::unique_ptr<controller::Controller> ctl,
+                   controller::Controller::Create(config, copts));
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  ASSIGN_OR_RETURN(std::string token, NewJobToken());
+  const std::string token_file = (fs::path(options.out_dir) / ".job-token").string();
+  RETURN_IF_ERROR(WriteTokenFile(token_file, token));
+  ASSIGN_OR_RETURN(std::unique_ptr<controller::ControllerServer> server,
+                   controller::ControllerServer::Start(ctl.get(), "127.0.0.1:0", token, {}));
+  LogInfo("controller listening on 127.0.0.1:%d; starting %d workers (%s)", server->port(),
+          copts.workers, ctl->plan().schedule.type);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::max(1, cores / copts.workers);
+  std::vector<Child> children;
+  for (int i = 0; i < copts.workers; ++i) {
+    absl::StatusOr<Child> c = SpawnWorker(i, server->port(), token_file, threads);
+    if (!c.ok()) {
+      ctl->Stop();
+      Reap(children, 1);
+      return c.status();
+    }
+    children.push_back(std::move(*c));
+  }
+  absl::Status status = ctl->Run();
+  Reap(children, status.ok() ? 30 : 5);
+  ctl->Stop();
+  server->Shutdown();
+  return status;
+}
+
+}  // namespace xhc::launch

@@ -1,0 +1,161 @@
+#include "runtime/worker/stage_executor.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/train/optimizer.h"
+
+namespace xhc::worker {
+namespace {
+
+using scheduler::Action;
+using scheduler::ActionType;
+
+std::string Name(const char* what, int stage, int mb) {
+  return absl::StrCat(what, stage, ".", mb);
+}
+
+}  // namespace
+
+StageExecutor::StageExecutor(const Config& config, const plan::JobPlan& plan, int rank,
+                             Transport* transport, const Corpus* corpus)
+    : config_(config),
+      plan_(plan),
+      rank_(rank),
+      transport_(transport),
+      sampler_(&corpus->train, config.train.seed, config.train.batch_size, config.model.seq_len),
+      val_sampler_(std::make_unique<BatchSampler>(&corpus->val, config.train.seed,
+                                                  config.train.batch_size, config.model.seq_len)),
+      timeout_(absl::Seconds(config.fault.step_timeout_s)) {
+  for (int s : plan.StagesOf(rank)) {
+    auto ps = std::make_unique<model::ParamSetT<float>>(
+        model::BuildStageParams<float>(config.model, plan.stages[s]));
+    model::InitParams(config.model, config.train.seed, ps.get());
+    models_[s] = std::make_unique<model::StageModel>(config.model, plan.stages[s], ps.get());
+    params_[s] = std::move(ps);
+  }
+}
+
+std::map<int, model::ParamSetT<float>*> StageExecutor::Stages() {
+  std::map<int, model::ParamSetT<float>*> out;
+  for (auto& [s, ps] : params_) out[s] = ps.get();
+  return out;
+}
+
+void StageExecutor::AddSpan(const std::string& name, int track, absl::Time start, absl::Time end) {
+  proto::Span span;
+  span.set_name(name);
+  span.set_track(track);
+  span.set_start_us(static_cast<double>(absl::ToUnixMicros(start)));
+  span.set_dur_us(absl::ToDoubleMicroseconds(end - start));
+  if (track == 0) {
+    outcome_->compute_s += absl::ToDoubleSeconds(end - start);
+  } else {
+    outcome_->comm_wait_s += absl::ToDoubleSeconds(end - start);
+  }
+  outcome_->spans.push_back(std::move(span));
+}
+
+absl::StatusOr<std::vector<float>> StageExecutor::TakeInput(
+    std::map<Key, PendingRecv>* recvs, std::map<Key, std::vector<float>>* local, Key key,
+    const char* what) {
+  if (auto it = recvs->find(key); it != recvs->end()) {
+    const absl::Time t0 = absl::Now();
+    absl::Status s = it->second.request->Wait(timeout_);
+    AddSpan(Name(what, key.stage, key.mb), 1, t0, absl::Now());
+    RETURN_IF_ERROR(s);
+    std::vector<float> buffer = std::move(it->second.buffer);
+    recvs->erase(it);
+    return buffer;
+  }
+  if (auto it = local->find(key); it != local->end()) {
+    std::vector<float> buffer = std::move(it->second);
+    local->erase(it);
+    return buffer;
+  }
+  return absl::InternalError(absl::StrCat("rank ", rank_, ": ", Name(what, key.stage, key.mb),
+                                          " has no input (neither received nor produced here)"));
+}
+
+absl::Status StageExecutor::PostRecv(bool forward, int stage, int mb, int peer) {
+  // Tags name the boundary below the receiving side: forward activations entering stage s
+  // cross boundary s-1; gradients entering stage s (from s+1) cross boundary s.
+  const uint64_t tag = forward ? MakeTag(TagKind::kForwardActivation, stage - 1, mb)
+                               : MakeTag(TagKind::kBackwardGradient, stage, mb);
+  PendingRecv recv;
+  recv.buffer.resize(static_cast<size_t>(models_.at(stage)->StateElements(config_.train.batch_size)));
+  ASSIGN_OR_RETURN(recv.request, transport_->Irecv(peer, tag, recv.buffer.data(), recv.buffer.size()));
+  (forward ? recv_fwd_ : recv_bwd_)[{stage, mb}] = std::move(recv);
+  return absl::OkStatus();
+}
+
+absl::Status StageExecutor::PostSend(bool forward, int stage, int mb, int peer) {
+  auto& outs = forward ? out_fwd_ : out_bwd_;
+  auto it = outs.find({stage, mb});
+  if (it == outs.end()) {
+    return absl::InternalError(absl::StrCat("rank ", rank_, ": nothing to send for ",
+                                            Name(forward ? "SEND_F" : "SEND_B", stage, mb)));
+  }
+  const uint64_t tag = forward ? MakeTag(TagKind::kForwardActivation, stage, mb)
+                               : MakeTag(TagKind::kBackwardGradient, stage - 1, mb);
+  sends_.emplace_back(nullptr, std::move(it->second));
+  outs.erase(it);
+  std::vector<float>& buffer = sends_.back().second;
+  ASSIGN_OR_RETURN(sends_.back().first, transport_->Isend(peer, tag, buffer.data(), buffer.size()));
+  return absl::OkStatus();
+}
+
+absl::Status StageExecutor::Forward(int stage, int mb, int64_t step) {
+  if (!batches_.count(mb)) batches_[mb] = sampler_.Train(step, mb);
+  const TokenBatch& batch = batches_[mb];
+  std::vector<float> input;
+  if (stage > 0) {
+    ASSIGN_OR_RETURN(input, TakeInput(&recv_fwd_, &local_fwd_, {stage, mb}, "recv F"));
+  }
+  const bool last = stage == plan_.schedule.num_stages - 1;
+  std::vector<float> output;
+  model::StageModel& m = *models_.at(stage);
+  if (!last) output.resize(static_cast<size_t>(m.StateElements(batch.batch)));
+  const absl::Time t0 = absl::Now();
+  ASSIGN_OR_RETURN(double loss, m.Forward(mb, batch.batch, batch.inputs.data(),
+                                          batch.targets.data(), input.data(), output.data()));
+  AddSpan(Name("F", stage, mb), 0, t0, absl::Now());
+  if (last) {
+    outcome_->losses[mb] = loss;
+  } else if (plan_.schedule.RankOf(stage + 1, mb) == rank_) {
+    local_fwd_[{stage + 1, mb}] = std::move(output);
+  } else {
+    out_fwd_[{stage, mb}] = std::move(output);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StageExecutor::BackwardInput(int stage, int mb) {
+  const bool last = stage == plan_.schedule.num_stages - 1;
+  std::vector<float> grad, dx_in;
+  if (!last) {
+    ASSIGN_OR_RETURN(grad, TakeInput(&recv_bwd_, &local_bwd_, {stage, mb}, "recv B"));
+  }
+  model::StageModel& m = *models_.at(stage);
+  if (stage > 0) dx_in.resize(static_cast<size_t>(m.StateElements(config_.train.batch_size)));
+  const absl::Time t0 = absl::Now();
+  RETURN_IF_ERROR(m.BackwardInput(mb, 1.0 / config_.train.microbatches, grad.data(), dx_in.data()));
+  AddSpan(Name("I", stage, mb), 0, t0, absl::Now());
+  if (stage == 0) return absl::OkStatus();
+  if (plan_.schedule.RankOf(stage - 1, mb) == rank_) {
+    local_bwd_[{stage - 1, mb}] = std::move(dx_in);
+  } else {
+    out_bwd_[{stage, mb}] = std::move(dx_in);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StageExecutor::BackwardWeight(int stage, int mb) {
+  const absl::Time t0 = absl::Now();
+  RETURN_IF_ERROR(models_.at(stage)->BackwardWeight(mb));
+  AddSpan(Name("W", stage, mb), 0, t0, absl::Now());
+  return absl::OkStatus();
+}
+
+}  // namespace xhc::worker

@@ -1,0 +1,103 @@
+#ifndef XHC_RUNTIME_WORKER_STAGE_EXECUTOR_H_
+#define XHC_RUNTIME_WORKER_STAGE_EXECUTOR_H_
+
+// Runs one rank's lowered action list (runtime/plan) for a training step: F, I, W, B and
+// overlapped F&B on the stages this rank holds, with every send posted asynchronously and
+// every receive posted where the schedule puts it (ahead of its consumer), so the transfer
+// of the [tokens, N, C] state overlaps compute. Only the consuming compute action waits, and
+// the time it waits is recorded as exposed communication.
+//
+// Micro-batch data comes from the deterministic sampler on the ranks that need it (tokens
+// for stage 0, targets for the loss stage): no data is shipped.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/xhc.pb.h"
+#include "runtime/common/config.h"
+#include "runtime/data/corpus.h"
+#include "runtime/data/sampler.h"
+#include "runtime/model/params.h"
+#include "runtime/model/stage.h"
+#include "runtime/plan/plan.h"
+#include "runtime/transport/transport.h"
+
+namespace xhc::worker {
+
+struct StepOutcome {
+  std::map<int, double> losses;     // micro-batch → loss (loss-stage holders only)
+  std::vector<double> val_losses;   // per eval batch (loss-stage holders, when evaluating)
+  double step_s = 0, compute_s = 0, comm_wait_s = 0;
+  double grad_norm = 0;
+  std::vector<proto::Span> spans;
+};
+
+class StageExecutor {
+ public:
+  // `transport` and `corpus` must outlive the executor. Parameters of every held stage are
+  // built and initialised from (seed, name), identically on every layout.
+  StageExecutor(const Config& config, const plan::JobPlan& plan, int rank, Transport* transport,
+                const Corpus* corpus);
+
+  // Runs step `step` (0-based): the action list, the DualPipe mirror-gradient sums, the global
+  // gradient norm (all-reduce) and the AdamW update. With `evaluate`, also the validation
+  // forward passes.
+  absl::StatusOr<StepOutcome> RunStep(int64_t step, int64_t total_steps, bool evaluate);
+
+  // Parameters of each held stage (stage index → set).
+  std::map<int, model::ParamSetT<float>*> Stages();
+  // True when this rank's copy of `stage` is the canonical one (written to checkpoints).
+  bool IsCanonical(int stage) const { return plan_.IsCanonicalHolder(rank_, stage); }
+  int64_t actions_done() const { return actions_done_; }
+
+ private:
+  struct Key {
+    int stage, mb;
+    bool operator<(const Key& o) const { return stage != o.stage ? stage < o.stage : mb < o.mb; }
+  };
+  struct PendingRecv {
+    std::vector<float> buffer;
+    std::unique_ptr<Request> request;
+  };
+
+  absl::Status Execute(const scheduler::Action& a, int64_t step);
+  absl::Status Forward(int stage, int mb, int64_t step);
+  absl::Status BackwardInput(int stage, int mb);
+  absl::Status BackwardWeight(int stage, int mb);
+  absl::Status PostRecv(bool forward, int stage, int mb, int peer);
+  absl::Status PostSend(bool forward, int stage, int mb, int peer);
+  absl::Status ReduceMirror(int stage, int peer);
+  absl::StatusOr<std::vector<float>> TakeInput(std::map<Key, PendingRecv>* recvs,
+                                               std::map<Key, std::vector<float>>* local,
+                                               Key key, const char* what);
+  absl::Status Evaluate(StepOutcome* out);
+  absl::Status FinishSends();
+  void AddSpan(const std::string& name, int track, absl::Time start, absl::Time end);
+  double LocalGradSumOfSquares() const;
+
+  Config config_;
+  const plan::JobPlan& plan_;
+  int rank_;
+  Transport* transport_;
+  BatchSampler sampler_;
+  std::unique_ptr<BatchSampler> val_sampler_;
+  absl::Duration timeout_;
+  std::map<int, std::unique_ptr<model::ParamSetT<float>>> params_;
+  std::map<int, std::unique_ptr<model::StageModel>> models_;
+  // Step-local buffers.
+  std::map<Key, PendingRecv> recv_fwd_, recv_bwd_;
+  std::map<Key, std::vector<float>> local_fwd_, local_bwd_;  // handed over on this rank
+  std::map<Key, std::vector<float>> out_fwd_, out_bwd_;      // produced, waiting for SEND
+  std::vector<std::pair<std::unique_ptr<Request>, std::vector<float>>> sends_;
+  std::map<int, TokenBatch> batches_;
+  StepOutcome* outcome_ = nullptr;
+  int64_t actions_done_ = 0;
+};
+
+}  // namespace xhc::worker
+
+#endif  // XHC_RUNTIME_WORKER_STAGE_EXECUTOR_H_

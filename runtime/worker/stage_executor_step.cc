@@ -1,0 +1,154 @@
+// StageExecutor: the action loop, mirror-gradient sums, gradient norm, optimizer, evaluation.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/nn/adamw.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/train/optimizer.h"
+#include "runtime/worker/stage_executor.h"
+
+namespace xhc::worker {
+
+using scheduler::Action;
+using scheduler::ActionType;
+
+absl::Status StageExecutor::Execute(const Action& a, int64_t step) {
+  switch (a.type) {
+    case ActionType::kForward:
+      return Forward(a.stage_idx, a.microbatch_idx, step);
+    case ActionType::kBackward:
+      RETURN_IF_ERROR(BackwardInput(a.stage_idx, a.microbatch_idx));
+      return BackwardWeight(a.stage_idx, a.microbatch_idx);
+    case ActionType::kBackwardInput:
+      return BackwardInput(a.stage_idx, a.microbatch_idx);
+    case ActionType::kBackwardWeight:
+      return BackwardWeight(a.stage_idx, a.microbatch_idx);
+    case ActionType::kOverlapFB:
+      // On CPU both halves share the cores, so they run back to back; what overlaps is
+      // their communication, which is in flight (posted sends/receives) throughout.
+      RETURN_IF_ERROR(Forward(a.stage_idx, a.microbatch_idx, step));
+      RETURN_IF_ERROR(BackwardInput(a.bwd_stage_idx, a.bwd_microbatch_idx));
+      return BackwardWeight(a.bwd_stage_idx, a.bwd_microbatch_idx);
+    case ActionType::kRecvF:
+      return PostRecv(true, a.stage_idx, a.microbatch_idx, a.peer_rank);
+    case ActionType::kRecvB:
+      return PostRecv(false, a.stage_idx, a.microbatch_idx, a.peer_rank);
+    case ActionType::kSendF:
+      return PostSend(true, a.stage_idx, a.microbatch_idx, a.peer_rank);
+    case ActionType::kSendB:
+      return PostSend(false, a.stage_idx, a.microbatch_idx, a.peer_rank);
+    case ActionType::kReduceGrad:
+      return ReduceMirror(a.stage_idx, a.peer_rank);
+  }
+  return absl::InternalError("unknown action type");
+}
+
+absl::Status StageExecutor::ReduceMirror(int stage, int peer) {
+  // Both replicas of a DualPipe stage exchange their gradients and add the other's. IEEE
+  // addition is commutative, so both copies end bit-identical and stay so after AdamW.
+  model::ParamSetT<float>& ps = *params_.at(stage);
+  std::vector<float> mine, theirs;
+  for (const auto& p : ps.all()) mine.insert(mine.end(), p->grad.begin(), p->grad.end());
+  theirs.resize(mine.size());
+  const uint64_t tag = MakeTag(TagKind::kMirrorGradient, stage, 0);
+  const absl::Time t0 = absl::Now();
+  ASSIGN_OR_RETURN(auto recv, transport_->Irecv(peer, tag, theirs.data(), theirs.size()));
+  ASSIGN_OR_RETURN(auto send, transport_->Isend(peer, tag, mine.data(), mine.size()));
+  RETURN_IF_ERROR(send->Wait(timeout_));
+  RETURN_IF_ERROR(recv->Wait(timeout_));
+  AddSpan(absl::StrCat("reduce grad ", stage), 1, t0, absl::Now());
+  size_t offset = 0;
+  for (const auto& p : ps.all()) {
+    for (float& g : p->grad) g += theirs[offset++];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StageExecutor::FinishSends() {
+  const absl::Time t0 = absl::Now();
+  for (auto& [request, buffer] : sends_) RETURN_IF_ERROR(request->Wait(timeout_));
+  if (!sends_.empty()) AddSpan("drain sends", 1, t0, absl::Now());
+  sends_.clear();
+  return absl::OkStatus();
+}
+
+double StageExecutor::LocalGradSumOfSquares() const {
+  double total = 0;
+  for (const auto& [s, ps] : params_) {
+    if (IsCanonical(s)) total += train::GradSumOfSquares(*ps);
+  }
+  return total;
+}
+
+absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_steps,
+                                                   bool evaluate) {
+  StepOutcome out;
+  outcome_ = &out;
+  const absl::Time t0 = absl::Now();
+  for (auto& [s, ps] : params_) ps->ZeroGrads();
+  batches_.clear();
+  absl::Status status = absl::OkStatus();
+  for (const Action& a : plan_.lowered[rank_]) {
+    status = Execute(a, step);
+    if (!status.ok()) break;
+    ++actions_done_;
+  }
+  if (status.ok()) status = FinishSends();
+  if (!status.ok()) {
+    outcome_ = nullptr;
+    return status;
+  }
+  double sq = LocalGradSumOfSquares();
+  const absl::Time r0 = absl::Now();
+  RETURN_IF_ERROR(transport_->AllReduceSum(&sq, 1, timeout_));
+  AddSpan("all-reduce grad norm", 1, r0, absl::Now());
+  out.grad_norm = std::sqrt(sq);
+  const absl::Time o0 = absl::Now();
+  for (auto& [s, ps] : params_) {
+    train::ApplyAdamW(config_.optim, total_steps, step, out.grad_norm, ps.get());
+  }
+  AddSpan("optimizer", 0, o0, absl::Now());
+  if (evaluate) RETURN_IF_ERROR(Evaluate(&out));
+  out.step_s = absl::ToDoubleSeconds(absl::Now() - t0);
+  outcome_ = nullptr;
+  return out;
+}
+
+absl::Status StageExecutor::Evaluate(StepOutcome* out) {
+  // Validation: each eval batch flows through the canonical holder of every stage in order
+  // (forward only, blocking); micro-batch ids past the training ones keep tags distinct.
+  const int num_stages = plan_.schedule.num_stages, M = config_.train.microbatches;
+  for (int e = 0; e < config_.train.eval_batches; ++e) {
+    const TokenBatch batch = val_sampler_->Eval(e);
+    std::vector<float> state;
+    int holder_prev = -1;
+    for (int s = 0; s < num_stages; ++s) {
+      const int holder = plan_.schedule.StageToRanks(s).front();
+      const uint64_t tag = MakeTag(TagKind::kForwardActivation, s - 1 < 0 ? 0 : s - 1, M + e);
+      if (holder != rank_) {
+        if (holder_prev == rank_) {
+          ASSIGN_OR_RETURN(auto send, transport_->Isend(holder, tag, state.data(), state.size()));
+          RETURN_IF_ERROR(send->Wait(timeout_));
+        }
+        holder_prev = holder;
+        continue;
+      }
+      model::StageModel& m = *models_.at(s);
+      if (s > 0 && holder_prev != rank_) {
+        state.resize(static_cast<size_t>(m.StateElements(batch.batch)));
+        ASSIGN_OR_RETURN(auto recv, transport_->Irecv(holder_prev, tag, state.data(), state.size()));
+        RETURN_IF_ERROR(recv->Wait(timeout_));
+      }
+      std::vector<float> next(s + 1 < num_stages ? m.StateElements(batch.batch) : 0);
+      ASSIGN_OR_RETURN(double loss, m.ForwardOnly(batch.batch, batch.inputs.data(),
+                                                  batch.targets.data(), state.data(), next.data(),
+                                                  nullptr));
+      if (s + 1 == num_stages) out->val_losses.push_back(loss);
+      state = std::move(next);
+      holder_prev = holder;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace xhc::worker

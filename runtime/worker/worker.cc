@@ -1,0 +1,181 @@
+#include "runtime/worker/worker.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "proto/xhc.grpc.pb.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/common/log.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/plan/plan.h"
+#include "runtime/train/model_io.h"
+#include "runtime/train/trainer.h"
+#include "runtime/transport/gloo_transport.h"
+#include "runtime/worker/command_stream.h"
+#include "runtime/worker/grpc_kv_store.h"
+#include "runtime/worker/stage_executor.h"
+
+namespace xhc::worker {
+namespace {
+
+absl::StatusOr<proto::RegisterResponse> RegisterWithRetry(proto::Controller::Stub* stub,
+                                                          const WorkerOptions& o,
+                                                          const std::string& config_hash) {
+  proto::RegisterRequest req;
+  req.set_worker_id(absl::StrCat(o.advertise_address, ":", ::getpid()));
+  req.set_advertise_address(o.advertise_address);
+  req.set_device(o.device);
+  req.set_config_hash(config_hash);
+  req.set_pid(::getpid());
+  req.set_rank_hint(o.rank_hint);
+  const absl::Time deadline = absl::Now() + absl::Seconds(o.connect_timeout_s);
+  while (true) {
+    grpc::ClientContext ctx;
+    PrepareContext(&ctx, o.token, 10);
+    proto::RegisterResponse resp;
+    grpc::Status s = stub->Register(&ctx, req, &resp);
+    if (s.ok()) return resp;
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() > deadline) {
+      return FromGrpc(s, absl::StrCat("register with controller ", o.controller));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+// The assignment must match the plan this worker computes from the same config.
+absl::StatusOr<plan::JobPlan> CheckAssignment(const Config& config,
+                                              const proto::RegisterResponse& reg) {
+  if (ModelConfigHash(config.model) != reg.config_hash()) {
+    return absl::FailedPreconditionError("controller's config hash does not match its config");
+  }
+  ASSIGN_OR_RETURN(plan::JobPlan plan, plan::MakePlan(config, reg.world_size()));
+  const std::string mine = plan::DescribeRankActions(plan, reg.rank());
+  if (mine != reg.actions()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "assignment for rank ", reg.rank(), " differs from the plan computed from the config "
+        "(different xhc versions?)"));
+  }
+  return plan;
+}
+
+absl::Status LoadResume(const std::string& dir, StageExecutor* exec) {
+  ASSIGN_OR_RETURN(LoadedCheckpoint ckpt, LoadCheckpoint(dir));
+  for (auto& [s, ps] : exec->Stages()) {
+    RETURN_IF_ERROR(train::LoadParams(ckpt.tensors, /*with_optim=*/true, ps));
+  }
+  LogInfo("loaded %s (step %d)", dir, ckpt.manifest.step);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::StepReport> WriteCheckpointShard(const proto::Command& cmd, int rank,
+                                             StageExecutor* exec) {
+  proto::StepReport report;
+  report.set_rank(rank);
+  report.set_step(-(cmd.step() + 1));
+  std::vector<TensorView> views;
+  std::vector<std::vector<float>> zeros;
+  std::string name = "chunk";
+  for (auto& [s, ps] : exec->Stages()) {
+    if (!exec->IsCanonical(s)) continue;  // a DualPipe mirror copy is written once
+    zeros.emplace_back();
+    for (const TensorView& v : train::ParamViews(*ps, true, &zeros.back())) views.push_back(v);
+    absl::StrAppend(&name, "-s", s);
+  }
+  if (views.empty()) return report;
+  ASSIGN_OR_RETURN(ShardRecord rec, WriteShard(cmd.checkpoint_dir(), name + ".safetensors", views));
+  proto::ShardInfo* info = report.add_shards();
+  info->set_file(rec.file);
+  info->set_bytes(rec.bytes);
+  info->set_xxhash64(rec.xxhash64);
+  for (const std::string& t : rec.tensors) info->add_tensors(t);
+  return report;
+}
+
+proto::StepReport StepReportOf(int rank, int64_t step, const StepOutcome& o) {
+  proto::StepReport r;
+  r.set_rank(rank);
+  r.set_step(step);
+  for (const auto& [mb, loss] : o.losses) {
+    r.add_loss_microbatches(mb);
+    r.add_losses(loss);
+  }
+  for (double v : o.val_losses) r.add_val_losses(v);
+  r.set_step_s(o.step_s);
+  r.set_compute_s(o.compute_s);
+  r.set_comm_wait_s(o.comm_wait_s);
+  r.set_grad_norm(o.grad_norm);
+  for (const proto::Span& s : o.spans) *r.add_spans() = s;
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0) r.set_peak_rss_bytes(usage.ru_maxrss * 1024LL);
+  return r;
+}
+
+}  // namespace
+
+absl::Status RunWorker(const WorkerOptions& o) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, MakeChannel(o.controller, o.tls));
+  auto stub = proto::Controller::NewStub(channel);
+  std::string my_hash;
+  if (!o.config_path.empty()) {
+    ASSIGN_OR_RETURN(Config mine, LoadConfigFile(o.config_path));
+    my_hash = ModelConfigHash(mine.model);
+  }
+  ASSIGN_OR_RETURN(proto::RegisterResponse reg, RegisterWithRetry(stub.get(), o, my_hash));
+  const int rank = reg.rank();
+  SetLogTag(absl::StrCat("rank ", rank));
+  ASSIGN_OR_RETURN(Config config, ParseConfig(reg.config_yaml()));
+  ASSIGN_OR_RETURN(plan::JobPlan plan, CheckAssignment(config, reg));
+  ASSIGN_OR_RETURN(Corpus corpus, train::LoadTrainingCorpus(config));
+  CommandStream commands(stub.get(), o.token, rank);
+  RETURN_IF_ERROR(commands.Open());
+  GrpcKvStore kv(stub.get(), o.token);
+  GlooTransportOptions topts;
+  topts.rank = rank;
+  topts.world_size = reg.world_size();
+  topts.hostname = o.advertise_address;
+  topts.store_prefix = absl::StrCat(reg.job_id(), "/gen", reg.generation(), "/");
+  topts.connect_timeout = absl::Seconds(config.fault.step_timeout_s);
+  ASSIGN_OR_RETURN(std::unique_ptr<GlooTransport> transport, GlooTransport::Create(topts, &kv));
+  StageExecutor exec(config, plan, rank, transport.get(), &corpus);
+  if (!reg.resume_from().empty()) RETURN_IF_ERROR(LoadResume(reg.resume_from(), &exec));
+  LogInfo("ready: stages [%s], %s", absl::StrJoin(plan.StagesOf(rank), ", "), plan.schedule.type);
+  commands.SetProgressSource([&exec] { return exec.actions_done(); });
+  while (true) {
+    ASSIGN_OR_RETURN(proto::Command cmd, commands.Next());
+    if (cmd.kind() == proto::Command::SHUTDOWN) return absl::OkStatus();
+    if (cmd.kind() == proto::Command::ABORT) {
+      transport->Abort();
+      return absl::AbortedError("the controller aborted the job");
+    }
+    proto::StepReport report;
+    if (cmd.kind() == proto::Command::RUN_STEP) {
+      commands.SetStep(cmd.step());
+      absl::StatusOr<StepOutcome> out = exec.RunStep(cmd.step(), cmd.total_steps(), cmd.evaluate());
+      if (!out.ok()) {
+        report.set_rank(rank);
+        report.set_step(cmd.step());
+        report.set_error(std::string(out.status().message()));
+        (void)commands.Report(report);
+        return out.status();
+      }
+      report = StepReportOf(rank, cmd.step(), *out);
+    } else if (cmd.kind() == proto::Command::CHECKPOINT) {
+      ASSIGN_OR_RETURN(report, WriteCheckpointShard(cmd, rank, &exec));
+    } else {
+      continue;
+    }
+    RETURN_IF_ERROR(commands.Report(report));
+  }
+}
+
+}  // namespace xhc::worker
