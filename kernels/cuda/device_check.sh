@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One-call device check for a session with a lent H200 (or any sm_90a GPU):
+#   builds a standalone binary with nvcc + g++ only (no Bazel, no Abseil: the CPU reference
+#   is compiled against the tiny shim in check/shim), runs every CUDA op forward and
+#   backward against the CPU reference, measures the card's ceilings (device-to-device copy,
+#   cuBLAS bf16 GEMM) and prints the xHC bandwidth / sublayer-overhead table.
+#
+# usage: kernels/cuda/device_check.sh [--no-bench] [--bazel]
+#   --no-bench  correctness checks only
+#   --bazel     afterwards also run `bazel test //kernels/cuda/...` if bazel and Abseil exist
+# env: CUDA_HOME (default /usr/local/cuda), XHC_CHECK_OUT (build dir, default
+#   /tmp/xhc_cuda_check), XHC_CHECK_TIMEOUT (seconds for the binary, default 420).
+# Exit: 0 all checks passed, or no device (the binary says "no CUDA device"); 1 a check
+# failed; 2 the build failed.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT" || exit 2
+CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+NVCC="${NVCC:-$CUDA_HOME/bin/nvcc}"
+OUT="${XHC_CHECK_OUT:-/tmp/xhc_cuda_check}"
+TIMEOUT="${XHC_CHECK_TIMEOUT:-420}"
+BIN_ARGS=()
+RUN_BAZEL=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-bench) BIN_ARGS+=(--no-bench) ;;
+    --bazel) RUN_BAZEL=1 ;;
+    *) echo "unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+
+if [[ ! -x "$NVCC" ]]; then
+  echo "device_check: no nvcc at $NVCC (set CUDA_HOME)" >&2
+  exit 2
+fi
+mkdir -p "$OUT"
+echo "== build ($("$NVCC" --version | tail -1)) into $OUT"
+start=$(date +%s)
+# sm_90a only: the kernels target H100/H200; one architecture keeps the build ~1 minute.
+NVFLAGS=(-std=c++20 -O3 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I"$ROOT")
+CXXFLAGS=(-std=c++20 -O2 -I"$ROOT" -I"$ROOT/kernels/cuda/check/shim" -I"$CUDA_HOME/include")
+pids=()
+for f in cuda_util xhc_forward xhc_backward nn_ops attention; do
+  "$NVCC" "${NVFLAGS[@]}" -c "kernels/cuda/$f.cu" -o "$OUT/$f.o" &
+  pids+=($!)
+done
+HOST_SRCS=(kernels/cuda/check/xhc_checks.cc kernels/cuda/check/nn_checks.cc
+           kernels/cuda/check/device_check_main.cc kernels/cpu/xhc/xhc_types.cc
+           kernels/cpu/xhc/xhc_reference.cc kernels/cpu/xhc/xhc_reference_backward.cc)
+for f in "${HOST_SRCS[@]}"; do
+  g++ "${CXXFLAGS[@]}" -c "$f" -o "$OUT/$(basename "$f" .cc).host.o" &
+  pids+=($!)
+done
+ok=1
+for p in "${pids[@]}"; do wait "$p" || ok=0; done
+if [[ $ok -ne 1 ]]; then echo "device_check: compile failed" >&2; exit 2; fi
+# nvcc links cudart statically by default; cuBLAS from the toolkit, found through rpath.
+if ! "$NVCC" -o "$OUT/xhc_cuda_check" "$OUT"/*.o -L"$CUDA_HOME/lib64" -lcublas \
+    -Xlinker -rpath -Xlinker "$CUDA_HOME/lib64"; then
+  echo "device_check: link failed" >&2
+  exit 2
+fi
+echo "== built in $(( $(date +%s) - start )) s"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+
+echo "== run"
+timeout "$TIMEOUT" "$OUT/xhc_cuda_check" "${BIN_ARGS[@]}"
+rc=$?
+if [[ $rc -eq 124 ]]; then echo "device_check: binary timed out after ${TIMEOUT}s" >&2; fi
+
+if [[ $RUN_BAZEL -eq 1 ]]; then
+  if command -v bazel >/dev/null && [[ -d /usr/include/absl ]]; then
+    echo "== bazel test //kernels/cuda/..."
+    bazel --output_base=/tmp/bazel_cuda_device test //kernels/cuda/... --test_output=errors || rc=1
+  else
+    echo "== bazel or Abseil missing: gtest suite not run (the standalone checks above are the same code)"
+  fi
+fi
+exit $rc
