@@ -3,13 +3,14 @@
 // dX += dZ (n, 2N) . [router; pre] (2N, N*C) plus per-token scalar corrections of the
 // LayerNorm / RMS backward, written as dx = dZ.W - a_t * x + b_t.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
-#include "kernels/cpu/xhc/gemm_util.h"
+#include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
 #include "kernels/cpu/xhc/xhc_check.h"
@@ -218,38 +219,41 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
   const StackedWeights proj_w = StackProjection(d, P);
   const StackedWeights map_w = StackMaps(d, P);
   const int R = proj_w.rows;
-  // Scratch kept across calls (thread_local: callers may run sublayers concurrently): a fresh
-  // 64 MiB dxa_maps per call cost ~16k page faults.
-  // (References, so the OpenMP threads below share the calling thread's buffers.)
-  thread_local std::vector<float> zm_s, corr_a_s, dxa_maps_s, zc_s;
-  std::vector<float>& zm = zm_s;
-  std::vector<float>& corr_a = corr_a_s;
-  std::vector<float>& dxa_maps = dxa_maps_s;
-  std::vector<float>& zc = zc_s;
-  zm.resize(static_cast<size_t>(n) * Q), corr_a.resize(n);
-  dxa_maps.resize(static_cast<size_t>(n) * Da), zc.resize(static_cast<size_t>(n) * R);
-#pragma omp parallel for schedule(static)
-  for (int tok = 0; tok < n; ++tok) {
-    corr_a[tok] = TokenMapCoefficients(d, P, *cache, tok, zm.data() + static_cast<size_t>(tok) * Q);
-  }
-  // Map path of the active streams: dxa_maps (n, k*C) = zm (n, Q) . [res; post] (Q, k*C).
-  cpu::DeterministicSgemm(false, false, n, Da, Q, zm.data(), Q, map_w.w.data(), Da, 0.0f, dxa_maps.data(), Da);
+  // One pass over X_in and dX in blocks of kMaxTokens tokens (X_in and dX blocks stay in
+  // cache between the steps):
+  //  1. res / post map coefficients zm (nt, Q);
+  //  2. map path of the active streams dxa (nt, k*C) = zm . [res; post] (Q, k*C);
+  //  3. per token: read-map / router coefficients zc, and every term of dX[tok] but the
+  //     projection one;
+  //  4. router / read-map path dX (nt, N*C) += zc (nt, R) . [router; pre] (R, N*C).
+  constexpr int kBlock = cpu::kMaxTokens;
+  const int num_blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel
   {
-    std::vector<float> dA(static_cast<size_t>(Da));
+    std::vector<float> dA(static_cast<size_t>(Da)), dxa(static_cast<size_t>(kBlock) * Da);
+    std::vector<float> zm(static_cast<size_t>(kBlock) * Q), zc(static_cast<size_t>(kBlock) * R);
+    float corr_a[kBlock];
 #pragma omp for schedule(static)
-    for (int tok = 0; tok < n; ++tok) {
-      const size_t off = static_cast<size_t>(tok) * D;
-      const auto ab = TokenProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off,
-                                            du + static_cast<size_t>(tok) * C, tok, cache,
-                                            zc.data() + static_cast<size_t>(tok) * R);
-      TokenWriteInputGrad(d, *cache, X_in + off, du + static_cast<size_t>(tok) * C,
-                          dxa_maps.data() + static_cast<size_t>(tok) * Da, corr_a[tok], ab,
-                          tok, dX + off, dA.data());
+    for (int blk = 0; blk < num_blocks; ++blk) {
+      const int t0 = blk * kBlock, nt = std::min(kBlock, n - t0);
+      for (int i = 0; i < nt; ++i) {
+        corr_a[i] = TokenMapCoefficients(d, P, *cache, t0 + i, zm.data() + static_cast<size_t>(i) * Q);
+      }
+      cpu::AxpyRows(nt, Q, Da, zm.data(), Q, map_w.w.data(), Da, dxa.data(), Da, false);
+      for (int i = 0; i < nt; ++i) {
+        const int tok = t0 + i;
+        const size_t off = static_cast<size_t>(tok) * D;
+        const auto ab = TokenProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off,
+                                              du + static_cast<size_t>(tok) * C, tok, cache,
+                                              zc.data() + static_cast<size_t>(i) * R);
+        TokenWriteInputGrad(d, *cache, X_in + off, du + static_cast<size_t>(tok) * C,
+                            dxa.data() + static_cast<size_t>(i) * Da, corr_a[i], ab, tok,
+                            dX + off, dA.data());
+      }
+      cpu::AxpyRows(nt, R, D, zc.data(), R, proj_w.w.data(), D,
+                    dX + static_cast<size_t>(t0) * D, D, true);
     }
   }
-  // Router / read-map path: dX (n, N*C) += zc (n, R) . [router; pre] (R, N*C).
-  cpu::DeterministicSgemm(false, false, n, D, R, zc.data(), R, proj_w.w.data(), D, 1.0f, dX, D);
   return absl::OkStatus();
 }
 

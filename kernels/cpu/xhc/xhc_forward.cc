@@ -6,12 +6,13 @@
 // (ln(x).w = rstd_ln * (x.w - mean * sum(w)), rms(x).w = rstd * x.w), so the normalised
 // state is never materialised.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
-#include "kernels/cpu/xhc/gemm_util.h"
+#include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
 #include "kernels/cpu/xhc/xhc_check.h"
@@ -114,19 +115,28 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int 
   }
   ResizeCache(d, B, T, cache);
   const int n = B * T, N = d.N, D = d.D(), Da = d.Da(), Q = d.Q();
-  // Raw projections: proj (n, 2N) = X (n, D) . [router; pre]^T.
   const StackedWeights proj_w = StackProjection(d, P);
-  cpu::DeterministicSgemm(false, true, n, proj_w.rows, D, X, D, proj_w.w.data(), D, 0.0f, cache->proj.data() + proj_w.offset, 2 * N);
-  const float* rowsum = proj_w.rowsum.data();
-#pragma omp parallel for schedule(static)
-  for (int tok = 0; tok < n; ++tok) {
-    TokenPre(d, P, rowsum, X + static_cast<size_t>(tok) * D, tok, u, cache);
-  }
-  // Raw map projections: map_raw (n, Q) = Xa (n, k*C) . [res; post]^T.
   const StackedWeights map_w = StackMaps(d, P);
-  cpu::DeterministicSgemm(false, true, n, Q, Da, cache->xa.data(), Da, map_w.w.data(), Da, 0.0f, cache->map_raw.data(), Q);
+  const float* rowsum = proj_w.rowsum.data();
+  // One pass over the state, in blocks of kMaxTokens tokens (1 MiB at N*C = 16384, stays in
+  // L2 between the steps): raw projections proj (nt, 2N) = X . [router; pre]^T, then per
+  // token stats / maps / selection / dense read / gather, then the raw map projections
+  // map_raw (nt, Q) = Xa . [res; post]^T of the just-gathered streams, then Hres / Hpost.
+  constexpr int kBlock = cpu::kMaxTokens;
+  const int num_blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
-  for (int tok = 0; tok < n; ++tok) TokenMixMaps(cfg, d, P, tok, cache);
+  for (int blk = 0; blk < num_blocks; ++blk) {
+    const int t0 = blk * kBlock, nt = std::min(kBlock, n - t0);
+    const size_t s0 = static_cast<size_t>(t0);
+    cpu::DotRows(nt, proj_w.rows, D, X + s0 * D, D, proj_w.w.data(), D,
+                 cache->proj.data() + s0 * 2 * N + proj_w.offset, 2 * N);
+    for (int tok = t0; tok < t0 + nt; ++tok) {
+      TokenPre(d, P, rowsum, X + static_cast<size_t>(tok) * D, tok, u, cache);
+    }
+    cpu::DotRows(nt, Q, Da, cache->xa.data() + s0 * Da, Da, map_w.w.data(), Da,
+                 cache->map_raw.data() + s0 * Q, Q);
+    for (int tok = t0; tok < t0 + nt; ++tok) TokenMixMaps(cfg, d, P, tok, cache);
+  }
   return absl::OkStatus();
 }
 
