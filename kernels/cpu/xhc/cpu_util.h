@@ -2,6 +2,9 @@
 #define XHC_KERNELS_CPU_XHC_CPU_UTIL_H_
 
 // Small vectorizable helpers and the token-parallel loop of the optimized path.
+// Token loops use schedule(dynamic): each token's (or token block's) result does not depend on
+// which thread computes it, so this keeps determinism and lets a thread that the (shared,
+// 2-core) machine descheduled not hold up the other.
 // Reductions use a fixed number of lanes combined in a fixed order, so a result depends only
 // on the data, never on the thread that computed it.
 

@@ -63,13 +63,22 @@ void AxpyRowsGeneric(int nt, int R, int D, const float* A, int lda, const float*
 
 // One TN x RN tile over columns [c0, c0 + cl): acc (TN, RN) 16-lane partial sums in memory.
 template <int TN, int RN>
+// pfx / pfw (nullable): the same tokens' / rows' next chunk, prefetched into L1 while this one
+// is computed (the hardware prefetcher stops at each 4 KiB page, i.e. every chunk row).
 XHC_AVX512 inline void DotTile(const float* X, size_t ldx, const float* W, size_t ldw, int c0,
-                               int cl, float* acc /* [kMaxTokens][R][kL] */, int R) {
+                               int cl, float* acc /* [kMaxTokens][R][kL] */, int R,
+                               const float* pfx, const float* pfw) {
   __m512 a[TN][RN];
   for (int i = 0; i < TN; ++i)
     for (int j = 0; j < RN; ++j) a[i][j] = _mm512_load_ps(acc + (i * R + j) * kL);
   int c = 0;
   for (; c + kL <= cl; c += kL) {
+    if (pfx) {
+      for (int i = 0; i < TN; ++i) _mm_prefetch(reinterpret_cast<const char*>(pfx + i * ldx + c), _MM_HINT_T0);
+    }
+    if (pfw) {
+      for (int j = 0; j < RN; ++j) _mm_prefetch(reinterpret_cast<const char*>(pfw + j * ldw + c), _MM_HINT_T0);
+    }
     __m512 w[RN];
     for (int j = 0; j < RN; ++j) w[j] = _mm512_loadu_ps(W + j * ldw + c0 + c);
     for (int i = 0; i < TN; ++i) {
@@ -92,12 +101,13 @@ XHC_AVX512 inline void DotTile(const float* X, size_t ldx, const float* W, size_
 
 template <int TN>
 XHC_AVX512 inline void DotTileRows(int rn, const float* X, size_t ldx, const float* W,
-                                   size_t ldw, int c0, int cl, float* acc, int R) {
+                                   size_t ldw, int c0, int cl, float* acc, int R,
+                                   const float* pfx, const float* pfw) {
   switch (rn) {
-    case 4: DotTile<TN, 4>(X, ldx, W, ldw, c0, cl, acc, R); break;
-    case 3: DotTile<TN, 3>(X, ldx, W, ldw, c0, cl, acc, R); break;
-    case 2: DotTile<TN, 2>(X, ldx, W, ldw, c0, cl, acc, R); break;
-    default: DotTile<TN, 1>(X, ldx, W, ldw, c0, cl, acc, R); break;
+    case 4: DotTile<TN, 4>(X, ldx, W, ldw, c0, cl, acc, R, pfx, pfw); break;
+    case 3: DotTile<TN, 3>(X, ldx, W, ldw, c0, cl, acc, R, pfx, pfw); break;
+    case 2: DotTile<TN, 2>(X, ldx, W, ldw, c0, cl, acc, R, pfx, pfw); break;
+    default: DotTile<TN, 1>(X, ldx, W, ldw, c0, cl, acc, R, pfx, pfw); break;
   }
 }
 
@@ -114,6 +124,7 @@ XHC_AVX512 void DotRowsAvx512(int nt, int R, int D, const float* X, size_t ldx,
   std::memset(acc, 0, sizeof(float) * nt * R * kL);
   for (int c0 = 0; c0 < D; c0 += kDotChunk) {
     const int cl = std::min(kDotChunk, D - c0);
+    const bool next = c0 + kDotChunk + kDotChunk <= D;  // prefetch only whole next chunks
     for (int t0 = 0; t0 < nt; t0 += 4) {
       const int tn = std::min(4, nt - t0);
       const float* x = X + t0 * ldx;
@@ -122,11 +133,13 @@ XHC_AVX512 void DotRowsAvx512(int nt, int R, int D, const float* X, size_t ldx,
         const int rn = std::min(4, R - r0);
         const float* w = W + r0 * ldw;
         float* a = at + r0 * kL;
+        const float* pfx = next && r0 == 0 ? x + c0 + kDotChunk : nullptr;
+        const float* pfw = next && t0 == 0 ? w + c0 + kDotChunk : nullptr;
         switch (tn) {
-          case 4: DotTileRows<4>(rn, x, ldx, w, ldw, c0, cl, a, R); break;
-          case 3: DotTileRows<3>(rn, x, ldx, w, ldw, c0, cl, a, R); break;
-          case 2: DotTileRows<2>(rn, x, ldx, w, ldw, c0, cl, a, R); break;
-          default: DotTileRows<1>(rn, x, ldx, w, ldw, c0, cl, a, R); break;
+          case 4: DotTileRows<4>(rn, x, ldx, w, ldw, c0, cl, a, R, pfx, pfw); break;
+          case 3: DotTileRows<3>(rn, x, ldx, w, ldw, c0, cl, a, R, pfx, pfw); break;
+          case 2: DotTileRows<2>(rn, x, ldx, w, ldw, c0, cl, a, R, pfx, pfw); break;
+          default: DotTileRows<1>(rn, x, ldx, w, ldw, c0, cl, a, R, pfx, pfw); break;
         }
       }
     }

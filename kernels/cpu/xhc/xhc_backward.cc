@@ -94,7 +94,7 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
 #pragma omp parallel
   {
     OutScratch s(d);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
     for (int tok = 0; tok < n; ++tok) {
       TokenMapGrads(cfg, d, P, dX_new + static_cast<size_t>(tok) * D, tok, cache, &s);
       if (d.r > 0) {  // recompute the Gram-Schmidt history from out = aug[0]
@@ -111,7 +111,7 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
     }
     if (d.r > 0) {
       // Convolution backward: out[t] fed g_j[t + tau] through w_j[tau], same sequence only.
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
       for (int tok = 0; tok < n; ++tok) TokenConvBackward(d, conv_w, cache->dg.data(), T, tok, d_out);
     }
   }
@@ -233,7 +233,7 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
     std::vector<float> dA(static_cast<size_t>(Da)), dxa(static_cast<size_t>(kBlock) * Da);
     std::vector<float> zm(static_cast<size_t>(kBlock) * Q), zc(static_cast<size_t>(kBlock) * R);
     float corr_a[kBlock];
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int blk = 0; blk < num_blocks; ++blk) {
       const int t0 = blk * kBlock, nt = std::min(kBlock, n - t0);
       for (int i = 0; i < nt; ++i) {

@@ -124,7 +124,7 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int 
   // map_raw (nt, Q) = Xa . [res; post]^T of the just-gathered streams, then Hres / Hpost.
   constexpr int kBlock = cpu::kMaxTokens;
   const int num_blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int t0 = blk * kBlock, nt = std::min(kBlock, n - t0);
     const size_t s0 = static_cast<size_t>(t0);
@@ -151,7 +151,7 @@ absl::Status XhcPost(const XhcConfig& cfg, const XhcParams& P, const float* out,
 #pragma omp parallel
   {
     std::vector<float> g(static_cast<size_t>(d.r) * C + 1);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
     for (int tok = 0; tok < n; ++tok) TokenPost(cfg, d, conv_w, out, X, T, tok, g.data(), cache);
   }
   return absl::OkStatus();

@@ -124,7 +124,7 @@ void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G)
   // one rounding per call, as for the other parameters.
   std::vector<std::vector<float>> sums(d.r);
   for (int j = 0; j < d.r; ++j) sums[j].assign(static_cast<size_t>(d.kernels[j]) * C, 0.0f);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
     ConvWeightBlock(d, cache, c0, c1, &sums);
