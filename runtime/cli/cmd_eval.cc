@@ -25,6 +25,7 @@ absl::Status DumpGrads(model::StageModel* model, const model::ParamSetT<float>& 
   (void)loss;
   RETURN_IF_ERROR(model->BackwardInput(0, 1.0, nullptr, nullptr));
   RETURN_IF_ERROR(model->BackwardWeight(0));
+  const_cast<model::ParamSetT<float>&>(params).FinalizeGrads();
   std::vector<TensorView> views;
   for (const auto& p : params.all()) views.push_back({p->name, p->shape, p->grad.data()});
   return WriteFileAtomic(path, EncodeSafetensors(views, {{"format", "pt"}}));

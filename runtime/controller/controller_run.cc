@@ -12,6 +12,7 @@
 #include "runtime/common/status_macros.h"
 #include "runtime/controller/controller.h"
 #include "runtime/controller/trace_writer.h"
+#include "runtime/train/trainer.h"
 
 namespace xhc::controller {
 namespace fs = std::filesystem;
@@ -56,8 +57,10 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
       trace_ranks_.push_back(r.rank());
     }
   }
+  // Same arithmetic as single-process ValidationLoss: sum in batch order, then divide.
   double val_loss = 0;
-  for (double v : val) val_loss += v / val.size();
+  for (double v : val) val_loss += v;
+  if (!val.empty()) val_loss /= static_cast<double>(val.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
     current_step_ = step + 1;
@@ -67,8 +70,9 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   std::ofstream metrics((fs::path(options_.run_dir) / "metrics.jsonl").string(), std::ios::app);
   metrics << absl::StrFormat(
       "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6g, \"step_s\": %.4f, "
-      "\"tokens_per_s\": %.1f, \"exposed_comm\": [%s], \"bubble\": [%s]%s}\n",
-      step + 1, loss, reports[0].grad_norm(), step_s, tokens / step_s,
+      "\"tokens_per_s\": %.1f, \"microbatch_losses\": [%s], \"exposed_comm\": [%s], "
+      "\"bubble\": [%s]%s}\n",
+      step + 1, loss, reports[0].grad_norm(), step_s, tokens / step_s, train::ExactList(losses),
       absl::StrJoin(exposed, ", "), absl::StrJoin(bubble, ", "),
       val.empty() ? "" : absl::StrFormat(", \"val_loss\": %.6f", val_loss));
   if (!options_.quiet) {

@@ -72,6 +72,7 @@ TEST_P(ModelGrad, MatchesFiniteDifferencesInDouble) {
   ASSERT_TRUE(m.Forward(0, b.B, b.tokens.data(), b.targets.data(), nullptr, nullptr).ok());
   ASSERT_TRUE(m.BackwardInput(0, 1.0, nullptr, nullptr).ok());
   ASSERT_TRUE(m.BackwardWeight(0).ok());
+  ps.FinalizeGrads();
   int checked = 0;
   for (auto& p : ps.all()) {
     // A few elements per tensor keep the test fast while touching every tensor.
@@ -106,6 +107,8 @@ TEST_P(ModelGrad, FloatModelMatchesDoubleModel) {
   EXPECT_NEAR(lf, ld, 1e-5 * std::fabs(ld));
   ASSERT_TRUE(md.BackwardInput(0, 1.0, nullptr, nullptr).ok() && md.BackwardWeight(0).ok());
   ASSERT_TRUE(mf.BackwardInput(0, 1.0, nullptr, nullptr).ok() && mf.BackwardWeight(0).ok());
+  pd.FinalizeGrads();
+  pf.FinalizeGrads();
   for (size_t t = 0; t < pd.all().size(); ++t) {
     const auto& gd = pd.all()[t]->grad;
     const auto& gf = pf.all()[t]->grad;

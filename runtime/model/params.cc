@@ -116,6 +116,7 @@ ParamT<T>* ParamSetT<T>::Add(const std::string& name, std::vector<int64_t> shape
   p->decay = decay;
   p->value.assign(static_cast<size_t>(n), T(0));
   p->grad.assign(static_cast<size_t>(n), T(0));
+  p->grad_acc.assign(static_cast<size_t>(n), 0.0);
   ParamT<T>* raw = p.get();
   by_name_[name] = raw;
   params_.push_back(std::move(p));
@@ -130,7 +131,27 @@ ParamT<T>* ParamSetT<T>::Find(const std::string& name) const {
 
 template <typename T>
 void ParamSetT<T>::ZeroGrads() {
-  for (auto& p : params_) std::fill(p->grad.begin(), p->grad.end(), T(0));
+  for (auto& p : params_) {
+    std::fill(p->grad.begin(), p->grad.end(), T(0));
+    std::fill(p->grad_acc.begin(), p->grad_acc.end(), 0.0);
+  }
+}
+
+template <typename T>
+void ParamSetT<T>::AccumulateGrads() {
+  for (auto& p : params_) {
+    for (size_t i = 0; i < p->grad.size(); ++i) {
+      p->grad_acc[i] += static_cast<double>(p->grad[i]);
+      p->grad[i] = T(0);
+    }
+  }
+}
+
+template <typename T>
+void ParamSetT<T>::FinalizeGrads() {
+  for (auto& p : params_) {
+    for (size_t i = 0; i < p->grad.size(); ++i) p->grad[i] = static_cast<T>(p->grad_acc[i]);
+  }
 }
 
 template <typename T>

@@ -31,7 +31,9 @@ struct ParamT {
   std::vector<int64_t> shape;  // [] for scalars
   bool decay = false;          // AdamW weight decay (rank-2 matrices except embed.weight)
   std::vector<T> value;
-  std::vector<T> grad;         // accumulated over the micro-batches of a step
+  std::vector<T> grad;         // after FinalizeGrads: the step's gradient (sum over
+                               // micro-batches); during a step: one micro-batch's scratch
+  std::vector<double> grad_acc;  // the step's running sum, in double (see FinalizeGrads)
   std::vector<T> exp_avg;      // AdamW moments (allocated on the first step or on load)
   std::vector<T> exp_avg_sq;
 
@@ -45,7 +47,16 @@ class ParamSetT {
   // nullptr when absent.
   ParamT<T>* Find(const std::string& name) const;
   const std::vector<std::unique_ptr<ParamT<T>>>& all() const { return params_; }
+  // Zeroes grad and grad_acc (start of a step).
   void ZeroGrads();
+  // Adds every grad into grad_acc (double), then zeroes grad: called after each micro-batch's
+  // weight-gradient pass. Summing micro-batches in double makes the step's gradient
+  // independent of the order in which micro-batches finish (a DualPipe mirror pair sums its
+  // two halves in a different order than single-process training): rounded back to float,
+  // the sums agree bit for bit in practice.
+  void AccumulateGrads();
+  // grad = float(grad_acc): the step's gradient, ready for the norm and the optimizer.
+  void FinalizeGrads();
   int64_t TotalElements() const;
 
  private:

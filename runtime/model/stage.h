@@ -11,7 +11,8 @@
 //   Forward(mb)        saves activations for mb;
 //   BackwardInput(mb)  produces the gradient for the previous stage and queues mb's
 //                      weight-gradient work (a FIFO per micro-batch);
-//   BackwardWeight(mb) runs that queue, accumulating into ParamT::grad, then frees mb.
+//   BackwardWeight(mb) runs that queue into ParamT::grad, adds that into ParamT::grad_acc
+//                      (double) and frees mb; ParamSetT::FinalizeGrads ends the step.
 // Several micro-batches may be in flight at once.
 
 #include <cstdint>

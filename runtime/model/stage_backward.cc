@@ -135,6 +135,7 @@ absl::Status StageModelT<T>::BackwardWeight(int mb) {
     RETURN_IF_ERROR(st->pending_w.front()());
     st->pending_w.pop_front();
   }
+  params_->AccumulateGrads();
   inflight_.erase(it);
   return absl::OkStatus();
 }

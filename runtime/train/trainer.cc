@@ -49,10 +49,24 @@ std::string FormatEta(double seconds) {
                    : absl::StrFormat("%dm%02ds", s / 60, s % 60);
 }
 
+}  // namespace
+
+// Shortest exact decimal form: losses in metrics.jsonl can be compared bit for bit.
+std::string ExactList(const std::vector<double>& values) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    absl::StrAppend(&out, i ? ", " : "", absl::StrFormat("%.17g", values[i]));
+  }
+  return out;
+}
+
+namespace {
+
 // Runs one optimizer step; returns the mean micro-batch loss.
 absl::StatusOr<double> TrainStep(const Config& config, const BatchSampler& sampler, int64_t step,
                                  int64_t total, model::StageModel* model,
-                                 model::ParamSetT<float>* params, StepStats* stats) {
+                                 model::ParamSetT<float>* params, StepStats* stats,
+                                 std::vector<double>* mb_losses) {
   params->ZeroGrads();
   const int M = config.train.microbatches;
   double loss_sum = 0;
@@ -63,7 +77,9 @@ absl::StatusOr<double> TrainStep(const Config& config, const BatchSampler& sampl
     RETURN_IF_ERROR(model->BackwardInput(mb, 1.0 / M, nullptr, nullptr));
     RETURN_IF_ERROR(model->BackwardWeight(mb));
     loss_sum += loss;
+    mb_losses->push_back(loss);
   }
+  params->FinalizeGrads();
   *stats = ApplyAdamW(config.optim, total, step, std::sqrt(GradSumOfSquares(*params)), params);
   return loss_sum / M;
 }
@@ -120,7 +136,9 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
   for (int64_t step = result.start_step; step < total; ++step) {
     const auto t0 = Clock::now();
     StepStats stats;
-    ASSIGN_OR_RETURN(double loss, TrainStep(config, sampler, step, total, &model, &params, &stats));
+    std::vector<double> mb_losses;
+    ASSIGN_OR_RETURN(double loss, TrainStep(config, sampler, step, total, &model, &params, &stats,
+                                            &mb_losses));
     const double dt = Seconds(t0, Clock::now());
     train_seconds += dt;
     result.step_losses.push_back(loss);
@@ -131,6 +149,7 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
         "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, \"step_s\": %.4f, "
         "\"tokens_per_s\": %.1f",
         done, loss, stats.lr, stats.grad_norm, dt, tokens_per_step / dt);
+    absl::StrAppend(&line, ", \"microbatch_losses\": [", ExactList(mb_losses), "]");
     if (config.train.eval_every > 0 && (done % config.train.eval_every == 0 || done == total)) {
       ASSIGN_OR_RETURN(result.final_val_loss, ValidationLoss(config, corpus, &model));
       absl::StrAppend(&line, absl::StrFormat(", \"val_loss\": %.6f", result.final_val_loss));

@@ -46,20 +46,23 @@ absl::Status StageExecutor::Execute(const Action& a, int64_t step) {
 absl::Status StageExecutor::ReduceMirror(int stage, int peer) {
   // Both replicas of a DualPipe stage exchange their gradients and add the other's. IEEE
   // addition is commutative, so both copies end bit-identical and stay so after AdamW.
+  // The double accumulators travel as raw bytes (two float slots per double).
   model::ParamSetT<float>& ps = *params_.at(stage);
-  std::vector<float> mine, theirs;
-  for (const auto& p : ps.all()) mine.insert(mine.end(), p->grad.begin(), p->grad.end());
+  std::vector<double> mine, theirs;
+  for (const auto& p : ps.all()) mine.insert(mine.end(), p->grad_acc.begin(), p->grad_acc.end());
   theirs.resize(mine.size());
   const uint64_t tag = MakeTag(TagKind::kMirrorGradient, stage, 0);
   const absl::Time t0 = absl::Now();
-  ASSIGN_OR_RETURN(auto recv, transport_->Irecv(peer, tag, theirs.data(), theirs.size()));
-  ASSIGN_OR_RETURN(auto send, transport_->Isend(peer, tag, mine.data(), mine.size()));
+  ASSIGN_OR_RETURN(auto recv, transport_->Irecv(peer, tag, reinterpret_cast<float*>(theirs.data()),
+                                                2 * theirs.size()));
+  ASSIGN_OR_RETURN(auto send, transport_->Isend(peer, tag, reinterpret_cast<float*>(mine.data()),
+                                                2 * mine.size()));
   RETURN_IF_ERROR(send->Wait(timeout_));
   RETURN_IF_ERROR(recv->Wait(timeout_));
   AddSpan(absl::StrCat("reduce grad ", stage), 1, t0, absl::Now());
   size_t offset = 0;
   for (const auto& p : ps.all()) {
-    for (float& g : p->grad) g += theirs[offset++];
+    for (double& g : p->grad_acc) g += theirs[offset++];
   }
   return absl::OkStatus();
 }
@@ -98,6 +101,7 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
     outcome_ = nullptr;
     return status;
   }
+  for (auto& [s, ps] : params_) ps->FinalizeGrads();
   double sq = LocalGradSumOfSquares();
   const absl::Time r0 = absl::Now();
   RETURN_IF_ERROR(transport_->AllReduceSum(&sq, 1, timeout_));

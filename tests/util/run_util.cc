@@ -1,0 +1,79 @@
+#include "tests/util/run_util.h"
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/checkpoint/checkpoint.h"
+
+namespace xhc::testing {
+namespace fs = std::filesystem;
+
+std::string XhcBinary() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir && workspace) return absl::StrCat(srcdir, "/", workspace, "/xhc");
+  return "./xhc";
+}
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+int RunCommand(const std::string& command, const std::string& log) {
+  const std::string full = absl::StrCat(command, " >>", log, " 2>&1");
+  const int rc = std::system(full.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> MicrobatchLosses(const std::string& run_dir) {
+  std::vector<std::string> out;
+  std::istringstream in(ReadText(run_dir + "/metrics.jsonl"));
+  std::string line;
+  const std::string key = "\"microbatch_losses\": [";
+  while (std::getline(in, line)) {
+    const size_t at = line.find(key);
+    if (at == std::string::npos) continue;
+    const size_t end = line.find(']', at);
+    out.push_back(line.substr(at + key.size(), end - at - key.size()));
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> CheckpointTensors(const std::string& run_dir, int step) {
+  absl::StatusOr<LoadedCheckpoint> c =
+      LoadCheckpoint(absl::StrCat(run_dir, "/checkpoints/", StepDirName(step)));
+  return c.ok() ? c->tensors : std::map<std::string, Tensor>{};
+}
+
+double RelativeDiff(const Tensor& a, const Tensor& b) {
+  if (a.values.size() != b.values.size()) return INFINITY;
+  double diff = 0, scale = 1e-3;
+  for (size_t i = 0; i < a.values.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(a.values[i] - b.values[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(a.values[i])));
+  }
+  return diff / scale;
+}
+
+}  // namespace xhc::testing

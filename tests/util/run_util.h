@@ -1,0 +1,40 @@
+#ifndef XHC_TESTS_UTIL_RUN_UTIL_H_
+#define XHC_TESTS_UTIL_RUN_UTIL_H_
+
+// Helpers for integration tests that run the real `xhc` binary as child processes.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint/safetensors.h"
+
+namespace xhc::testing {
+
+// Path of the xhc binary in the test's runfiles.
+std::string XhcBinary();
+
+// A fresh directory under TEST_TMPDIR.
+std::string FreshDir(const std::string& name);
+
+// Writes `text` to `path`.
+void WriteText(const std::string& path, const std::string& text);
+
+// Runs `command` through /bin/sh, output appended to `log`; returns the exit code.
+int RunCommand(const std::string& command, const std::string& log);
+
+// Reads a whole text file ("" when missing).
+std::string ReadText(const std::string& path);
+
+// metrics.jsonl rows' "microbatch_losses" arrays, as the exact strings printed.
+std::vector<std::string> MicrobatchLosses(const std::string& run_dir);
+
+// Tensors of the committed checkpoint of `step` under run_dir/checkpoints.
+std::map<std::string, Tensor> CheckpointTensors(const std::string& run_dir, int step);
+
+// max |a - b| / max(max |a|, 1e-3) over one tensor.
+double RelativeDiff(const Tensor& a, const Tensor& b);
+
+}  // namespace xhc::testing
+
+#endif  // XHC_TESTS_UTIL_RUN_UTIL_H_
