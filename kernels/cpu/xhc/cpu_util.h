@@ -35,6 +35,52 @@ inline float Dot(int n, const float* __restrict a, const float* __restrict b) {
   return s;
 }
 
+// dots[i] = Dot(n, a, x + i * ldx) for i < m, bit-identical to m separate Dot calls (each
+// output keeps its own kLanes lanes in the same order) but with all m streams read in one
+// sweep: m concurrent memory streams instead of m sequential ones, and a is loaded once.
+inline void MultiDot(int n, const float* __restrict a, int m, const float* __restrict x,
+                     int ldx, float* dots) {
+  constexpr int kMaxM = 16;
+  if (m > kMaxM) {
+    for (int i = 0; i < m; ++i) dots[i] = Dot(n, a, x + static_cast<size_t>(i) * ldx);
+    return;
+  }
+  float acc[kMaxM][kLanes] = {};
+  int c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int i = 0; i < m; ++i)
+      for (int l = 0; l < kLanes; ++l) acc[i][l] += a[c + l] * x[static_cast<size_t>(i) * ldx + c + l];
+  for (int i = 0; i < m; ++i)
+    for (int l = 0, cc = c; cc < n; ++cc, ++l) acc[i][l] += a[cc] * x[static_cast<size_t>(i) * ldx + cc];
+  for (int i = 0; i < m; ++i) {
+    float s = 0;
+    for (int l = 0; l < kLanes; ++l) s += acc[i][l];
+    dots[i] = s;
+  }
+}
+
+// y = sum_i h[i] * x_i (x_i = x + i * ldx), summed in order i = 0, 1, ... from 0: bit-identical
+// to zeroing y then m Axpy calls, with the m streams read in one sweep and y written once.
+inline void WeightedSum(int n, int m, const float* __restrict h, const float* __restrict x,
+                        int ldx, float* __restrict y) {
+  constexpr int kW = 4 * kLanes;
+  int c = 0;
+  for (; c + kW <= n; c += kW) {
+    float acc[kW] = {};
+    for (int i = 0; i < m; ++i) {
+      const float hi = h[i];
+      const float* __restrict xi = x + static_cast<size_t>(i) * ldx + c;
+      for (int l = 0; l < kW; ++l) acc[l] += hi * xi[l];
+    }
+    for (int l = 0; l < kW; ++l) y[c + l] = acc[l];
+  }
+  for (; c < n; ++c) {
+    float acc = 0;
+    for (int i = 0; i < m; ++i) acc += h[i] * x[static_cast<size_t>(i) * ldx + c];
+    y[c] = acc;
+  }
+}
+
 // y += a * x
 inline void Axpy(int n, float a, const float* __restrict x, float* __restrict y) {
   for (int c = 0; c < n; ++c) y[c] += a * x[c];

@@ -151,8 +151,9 @@ XHC_CLONES std::pair<float, float> TokenProjCoefficients(const XhcDims& d, const
   const float rstd = cache->rstd[tok], alpha = P.pre_alpha[0];
   float a = 0, b = 0;
   float* zc_pre = zc + (d.has_router ? N : 0);
+  cpu::MultiDot(C, du, N, x, C, dzp);  // <du, x_i> for every stream in one sweep
   for (int i = 0; i < N; ++i) {
-    dzp[i] = cpu::Dot(C, du, x + i * C) * hpre[i] * (1.0f - hpre[i]);
+    dzp[i] = dzp[i] * hpre[i] * (1.0f - hpre[i]);
     zc_pre[i] = dzp[i] * alpha * rstd;
     a += zc_pre[i] * proj[N + i];  // dz (z - b) with z - b = alpha rstd P
   }

@@ -54,8 +54,7 @@ XHC_CLONES void TokenPre(const XhcDims& d, const XhcParams& P, const float* rows
     for (int j = 0; j < k; ++j) idx[j] = j, p[j] = 1.0f;
   }
   float* __restrict ut = u + tok * C;
-  std::memset(ut, 0, sizeof(float) * C);
-  for (int i = 0; i < N; ++i) cpu::Axpy(C, hpre[i], x + i * C, ut);
+  cpu::WeightedSum(C, N, hpre, x, C, ut);  // dense read, all N streams in one sweep
   float* xa = cache->xa.data() + tok * k * C;
   for (int j = 0; j < k; ++j) std::memcpy(xa + j * C, x + idx[j] * C, sizeof(float) * C);
   double ssa, sqa;
