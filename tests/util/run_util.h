@@ -23,6 +23,17 @@ void WriteText(const std::string& path, const std::string& text);
 // Runs `command` through /bin/sh, output appended to `log`; returns the exit code.
 int RunCommand(const std::string& command, const std::string& log);
 
+// Starts `command` through /bin/sh in the background (output appended to `log`); returns
+// its pid.
+int StartBackground(const std::string& command, const std::string& log);
+
+// Waits up to timeout_s for `pid`; returns its exit code, or -1 if it did not exit (then it
+// is killed).
+int WaitForExit(int pid, double timeout_s);
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int FreePort();
+
 // Reads a whole text file ("" when missing).
 std::string ReadText(const std::string& path);
 
