@@ -1,6 +1,7 @@
 #include "kernels/cpu/xhc/skinny_gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -219,16 +220,24 @@ XHC_AVX512 void AxpyRowsAvx512(int nt, int R, int D, const float* A, int lda, co
   }
 }
 
+std::atomic<bool> g_force_portable{false};
+
 bool UseAvx512() {
   static const bool yes = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
   }();
-  return yes;
+  return yes && !g_force_portable.load(std::memory_order_relaxed);
 }
 #endif  // XHC_HAVE_AVX512_PATH
 
 }  // namespace
+
+void ForcePortableSkinnyGemmForTesting(bool on) {
+#ifdef XHC_HAVE_AVX512_PATH
+  g_force_portable.store(on);
+#endif
+}
 
 void DotRows(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
              float* out, int ldo) {

@@ -27,6 +27,9 @@ void DotRows(int nt, int R, int D, const float* X, size_t ldx, const float* W, s
 void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
               float* out, size_t ldo, bool accumulate);
 
+// Tests: run the portable versions even where AVX-512 is available.
+void ForcePortableSkinnyGemmForTesting(bool on);
+
 }  // namespace xhc::kernels::cpu
 
 #endif  // XHC_KERNELS_CPU_XHC_SKINNY_GEMM_H_
