@@ -48,8 +48,9 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   loss /= config_.train.microbatches;
   const double tokens = static_cast<double>(config_.train.microbatches) *
                         config_.train.batch_size * config_.model.seq_len;
-  std::vector<std::string> exposed, bubble;
+  std::vector<std::string> exposed, bubble, rss_mb;
   for (const proto::StepReport& r : reports) {
+    rss_mb.push_back(absl::StrFormat("%.1f", r.peak_rss_bytes() / 1048576.0));
     exposed.push_back(absl::StrFormat("%.4f", r.comm_wait_s() / std::max(r.step_s(), 1e-9)));
     bubble.push_back(absl::StrFormat("%.4f", 1.0 - r.compute_s() / std::max(r.step_s(), 1e-9)));
     for (const proto::Span& s : r.spans()) {
@@ -71,9 +72,10 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   metrics << absl::StrFormat(
       "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6g, \"step_s\": %.4f, "
       "\"tokens_per_s\": %.1f, \"microbatch_losses\": [%s], \"exposed_comm\": [%s], "
-      "\"bubble\": [%s]%s}\n",
+      "\"bubble\": [%s], \"peak_rss_mb\": [%s]%s}\n",
       step + 1, loss, reports[0].grad_norm(), step_s, tokens / step_s, train::ExactList(losses),
       absl::StrJoin(exposed, ", "), absl::StrJoin(bubble, ", "),
+      absl::StrJoin(rss_mb, ", "),
       val.empty() ? "" : absl::StrFormat(", \"val_loss\": %.6f", val_loss));
   if (!options_.quiet) {
     const double eta = step_s * static_cast<double>(total_steps_ - step - 1);
