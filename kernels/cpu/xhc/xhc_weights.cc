@@ -117,7 +117,7 @@ XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0,
 // conv.j.weight[tau][c] += sum_t dg_j[t][c] * out[t - tau][c]; parallel over channel blocks,
 // sequential over tokens inside a block.
 void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G) {
-  const int T = cache.T_len, n = cache.B * T, C = d.C, K = d.K;
+  const int C = d.C;
   constexpr int kBlock = 64;
   const int num_blocks = (C + kBlock - 1) / kBlock;
   // This micro-batch's sum is formed apart, then added: accumulation across calls is then
