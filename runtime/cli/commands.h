@@ -18,6 +18,7 @@ int RunLaunchCommand(const std::vector<std::string>& args);
 int RunWorkerCommand(const std::vector<std::string>& args);
 int RunControllerCommand(const std::vector<std::string>& args);
 int RunStatusCommand(const std::vector<std::string>& args);
+int RunStudyCommand(const std::vector<std::string>& args);
 
 }  // namespace xhc::cli
 

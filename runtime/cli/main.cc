@@ -28,6 +28,7 @@ const Subcommand kSubcommands[] = {
     {"sample", xhc::cli::RunSample, "generate text from a checkpoint"},
     {"schedule", xhc::cli::RunSchedule, "build, validate, simulate and export pipeline schedules"},
     {"ckpt", xhc::cli::RunCkpt, "verify or inspect a checkpoint"},
+    {"study", xhc::cli::RunStudyCommand, "compare schedules and residual types: report + charts"},
 };
 
 void Usage() {
