@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -16,6 +17,8 @@
 
 namespace xhc {
 namespace {
+
+constexpr size_t kSplitBlock = 4096;
 
 bool IsRegularFile(const std::string& path) {
   struct stat st;
@@ -70,15 +73,22 @@ absl::StatusOr<Corpus> LoadCorpus(const std::vector<std::string>& patterns, doub
     all.insert(all.end(), bytes.begin(), bytes.end());
     corpus.files.push_back(f);
   }
-  const int64_t num_val = static_cast<int64_t>(static_cast<double>(all.size()) * val_fraction);
-  const int64_t num_train = static_cast<int64_t>(all.size()) - num_val;
+  // Validation takes every k-th block of kSplitBlock bytes (k = 1 / val_fraction), so it
+  // samples every file rather than only the last one in sorted order.
+  const int64_t stride = std::max<int64_t>(2, std::llround(1.0 / val_fraction));
+  for (size_t begin = 0; begin < all.size(); begin += kSplitBlock) {
+    const size_t end = std::min(all.size(), begin + kSplitBlock);
+    const bool is_val = static_cast<int64_t>(begin / kSplitBlock) % stride == stride - 1;
+    std::vector<uint8_t>& dst = is_val ? corpus.val : corpus.train;
+    dst.insert(dst.end(), all.begin() + begin, all.begin() + end);
+  }
+  const int64_t num_train = static_cast<int64_t>(corpus.train.size());
+  const int64_t num_val = static_cast<int64_t>(corpus.val.size());
   if (num_train < min_train_bytes || num_val < min_train_bytes / 8) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.train: corpus has ", all.size(), " bytes; need at least ", min_train_bytes,
         " training bytes (and a validation split of ", min_train_bytes / 8, ")"));
   }
-  corpus.train.assign(all.begin(), all.begin() + num_train);
-  corpus.val.assign(all.begin() + num_train, all.end());
   return corpus;
 }
 
