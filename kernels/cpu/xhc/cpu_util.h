@@ -20,9 +20,13 @@ constexpr int kLanes = 16;
 // results are bit-identical whichever clone runs.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define XHC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define XHC_INLINE inline __attribute__((always_inline))
 #else
 #define XHC_CLONES
+#define XHC_INLINE inline
 #endif
+// XHC_INLINE: the helpers below must be inlined into each clone to run at its width (GCC left
+// MultiDot out of line, i.e. at the SSE width, in the AVX-512 clone).
 
 // The kLanes lanes as one GCC vector (one zmm in the AVX-512 clones, 2 ymm / 4 xmm otherwise):
 // written as plain `for l < kLanes` loops, GCC 12 vectorised the outer loop of these
@@ -35,7 +39,7 @@ inline V16 LoadV(const float* p) {
   return v;
 }
 
-inline float Dot(int n, const float* __restrict a, const float* __restrict b) {
+XHC_INLINE float Dot(int n, const float* __restrict a, const float* __restrict b) {
   float acc[kLanes] = {};
   int c = 0;
   {
@@ -52,7 +56,7 @@ inline float Dot(int n, const float* __restrict a, const float* __restrict b) {
 // dots[i] = Dot(n, a, x + i * ldx) for i < m, bit-identical to m separate Dot calls (each
 // output keeps its own kLanes lanes in the same order) but with all m streams read in one
 // sweep: m concurrent memory streams instead of m sequential ones, and a is loaded once.
-inline void MultiDot(int n, const float* __restrict a, int m, const float* __restrict x,
+XHC_INLINE void MultiDot(int n, const float* __restrict a, int m, const float* __restrict x,
                      int ldx, float* dots) {
   constexpr int kMaxM = 16;
   if (m > kMaxM) {
@@ -80,7 +84,7 @@ inline void MultiDot(int n, const float* __restrict a, int m, const float* __res
 
 // y = sum_i h[i] * x_i (x_i = x + i * ldx), summed in order i = 0, 1, ... from 0: bit-identical
 // to zeroing y then m Axpy calls, with the m streams read in one sweep and y written once.
-inline void WeightedSum(int n, int m, const float* __restrict h, const float* __restrict x,
+XHC_INLINE void WeightedSum(int n, int m, const float* __restrict h, const float* __restrict x,
                         int ldx, float* __restrict y) {
   constexpr int kW = 4 * kLanes;
   int c = 0;
@@ -105,12 +109,12 @@ inline void WeightedSum(int n, int m, const float* __restrict h, const float* __
 }
 
 // y += a * x
-inline void Axpy(int n, float a, const float* __restrict x, float* __restrict y) {
+XHC_INLINE void Axpy(int n, float a, const float* __restrict x, float* __restrict y) {
   for (int c = 0; c < n; ++c) y[c] += a * x[c];
 }
 
 // Sum and sum of squares in one pass (double combine keeps var = E[x^2] - mean^2 accurate).
-inline void SumSq(int n, const float* __restrict x, double* sum, double* sumsq) {
+XHC_INLINE void SumSq(int n, const float* __restrict x, double* sum, double* sumsq) {
   float s[kLanes] = {}, q[kLanes] = {};
   int c = 0;
   {
