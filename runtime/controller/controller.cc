@@ -74,6 +74,9 @@ absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::Regist
   }
   Worker& w = workers_[rank];
   w.registered = true;
+  w.attached = false;
+  w.alive = false;
+  ++w.epoch;
   w.worker_id = req.worker_id();
   w.address = req.advertise_address();
   w.pid = req.pid();
@@ -86,7 +89,7 @@ absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::Regist
   for (int s : plan_.StagesOf(rank)) resp.add_stages(s);
   resp.set_actions(plan::DescribeRankActions(plan_, rank));
   resp.set_job_id(job_id_);
-  resp.set_generation(0);
+  resp.set_generation(generation_);
   resp.set_start_step(start_step_);
   resp.set_run_dir(options_.run_dir);
   resp.set_resume_from(resume_from_);
@@ -125,37 +128,43 @@ absl::StatusOr<std::vector<std::string>> Controller::KvGet(const std::vector<std
   return values;
 }
 
-void Controller::Attach(int rank) {
+int64_t Controller::Attach(int rank) {
   std::lock_guard<std::mutex> lock(mu_);
-  workers_[rank].attached = true;
-  workers_[rank].alive = true;
-  workers_[rank].last_beat = Clock::now();
+  Worker& w = workers_[rank];
+  w.attached = true;
+  w.alive = true;
+  w.last_beat = Clock::now();
   cv_.notify_all();
+  return w.epoch;
 }
 
-void Controller::Heartbeat(const proto::Heartbeat& beat) {
+void Controller::Heartbeat(const proto::Heartbeat& beat, int64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   if (beat.rank() < 0 || beat.rank() >= options_.workers) return;
   Worker& w = workers_[beat.rank()];
+  if (w.epoch != epoch) return;
   w.last_beat = Clock::now();
   w.progress = beat.progress();
 }
 
-void Controller::Detach(int rank, const std::string& why) {
+void Controller::Detach(int rank, int64_t epoch, const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (workers_[rank].alive && !stopped_) {
-    LogWarning("worker rank %d (pid %d) lost: %s", rank, workers_[rank].pid, why);
-  }
-  workers_[rank].alive = false;
+  Worker& w = workers_[rank];
+  if (w.epoch != epoch) return;  // a replaced worker's old stream
+  if (w.alive && !stopped_) LogWarning("worker rank %d (pid %d) lost: %s", rank, w.pid, why);
+  w.alive = false;
+  w.lost_at = Clock::now();
   cv_.notify_all();
 }
 
-std::optional<proto::Command> Controller::NextCommand(int rank, double timeout_s) {
+std::optional<proto::Command> Controller::NextCommand(int rank, int64_t epoch, double timeout_s,
+                                                      bool* stale) {
   std::unique_lock<std::mutex> lock(mu_);
   Worker& w = workers_[rank];
   cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
-               [&] { return stopped_ || !w.outbox.empty(); });
-  if (w.outbox.empty()) return std::nullopt;
+               [&] { return stopped_ || w.epoch != epoch || !w.outbox.empty(); });
+  *stale = stopped_ || w.epoch != epoch;
+  if (*stale || w.outbox.empty()) return std::nullopt;
   proto::Command c = w.outbox.front();
   w.outbox.pop_front();
   return c;
@@ -166,6 +175,7 @@ absl::Status Controller::Report(const proto::StepReport& report) {
   if (report.rank() < 0 || report.rank() >= options_.workers) {
     return absl::InvalidArgumentError(absl::StrCat("report from unknown rank ", report.rank()));
   }
+  if (report.generation() != generation_) return absl::OkStatus();  // from an aborted step
   reports_[{report.step(), report.rank()}] = report;
   cv_.notify_all();
   return absl::OkStatus();
@@ -199,8 +209,22 @@ void Controller::Stop() {
 
 void Controller::Broadcast(const proto::Command& command) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (Worker& w : workers_) w.outbox.push_back(command);
+  for (Worker& w : workers_) {
+    w.outbox.push_back(command);
+    w.outbox.back().set_generation(generation_);
+  }
   cv_.notify_all();
+}
+
+std::vector<int> Controller::DeadOrHungRanks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int> out;
+  for (int r = 0; r < options_.workers; ++r) {
+    const Worker& w = workers_[r];
+    const double silent = std::chrono::duration<double>(Clock::now() - w.last_beat).count();
+    if (!w.registered || !w.alive || silent > config_.fault.heartbeat_timeout_s) out.push_back(r);
+  }
+  return out;
 }
 
 absl::Status Controller::FirstDeadWorker() const {
@@ -208,7 +232,8 @@ absl::Status Controller::FirstDeadWorker() const {
     const Worker& w = workers_[r];
     if (w.attached && !w.alive) {
       return absl::UnavailableError(absl::StrFormat(
-          "worker rank %d (%s, pid %d) died: its heartbeat stream closed", r, w.worker_id, w.pid));
+          "worker rank %d (%s, pid %d) died: its heartbeat stream closed %.3f s ago", r,
+          w.worker_id, w.pid, std::chrono::duration<double>(Clock::now() - w.lost_at).count()));
     }
     const double silent = std::chrono::duration<double>(Clock::now() - w.last_beat).count();
     if (w.attached && silent > config_.fault.heartbeat_timeout_s) {

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,10 @@ struct ControllerOptions {
   double register_timeout_s = 120;
   bool quiet = false;             // no progress lines on stdout
   bool resume = false;            // start from run_dir/checkpoints (LATEST or older)
+  // Replaces a dead or hung worker (xhc launch: kill it if still there, start a new process
+  // with the same rank hint). Unset: wait for an external worker to register instead.
+  std::function<absl::Status(int rank)> restart_worker;
+  double replace_timeout_s = 120;  // how long to wait for replacements to join
 };
 
 class Controller {
@@ -51,12 +56,16 @@ class Controller {
   // Blocks until every key is present (kDeadlineExceeded naming the missing keys).
   absl::StatusOr<std::vector<std::string>> KvGet(const std::vector<std::string>& keys,
                                                  double timeout_s);
-  // A worker's heartbeat stream opened / delivered a beat / closed (closed = dead).
-  void Attach(int rank);
-  void Heartbeat(const proto::Heartbeat& beat);
-  void Detach(int rank, const std::string& why);
+  // A worker's heartbeat stream opened (returns the registration epoch the stream belongs
+  // to) / delivered a beat / closed (closed = dead). Calls from a stream of an older epoch
+  // (a replaced worker) are ignored.
+  int64_t Attach(int rank);
+  void Heartbeat(const proto::Heartbeat& beat, int64_t epoch);
+  void Detach(int rank, int64_t epoch, const std::string& why);
   // The next command for `rank` (blocks up to timeout_s; nullopt on timeout or shutdown).
-  std::optional<proto::Command> NextCommand(int rank, double timeout_s);
+  // Sets *stale when the stream's epoch is no longer current (its writer should stop).
+  std::optional<proto::Command> NextCommand(int rank, int64_t epoch, double timeout_s,
+                                            bool* stale);
   absl::Status Report(const proto::StepReport& report);
   proto::StatusResponse Status();
 
@@ -64,6 +73,11 @@ class Controller {
   absl::Status Run();
   // Makes NextCommand/KvGet waiters return (server shutdown).
   void Stop();
+
+  // Sets ControllerOptions::restart_worker (before Run).
+  void SetRestartWorker(std::function<absl::Status(int rank)> restart) {
+    options_.restart_worker = std::move(restart);
+  }
 
   const plan::JobPlan& plan() const { return plan_; }
   const Config& config() const { return config_; }
@@ -75,6 +89,8 @@ class Controller {
     int pid = 0;
     Clock::time_point last_beat;
     int64_t progress = 0;
+    int64_t epoch = 0;              // bumps at every registration of this rank
+    Clock::time_point lost_at;      // when its stream closed
     std::deque<proto::Command> outbox;
   };
 
@@ -84,6 +100,14 @@ class Controller {
   // Waits for one report of `step` from every rank (kUnavailable if a worker dies).
   absl::StatusOr<std::vector<proto::StepReport>> CollectReports(int64_t step, double timeout_s);
   absl::Status RunStep(int64_t step, bool evaluate);
+  // Builds generation_'s data plane on every worker from `checkpoint_dir` ("" = initial
+  // weights) and waits until all report ready.
+  absl::Status ResumeAll(const std::string& checkpoint_dir);
+  // After `failure`: abort, replace dead/hung workers, reload the newest valid checkpoint.
+  // Returns the step to continue from.
+  absl::StatusOr<int64_t> Recover(const absl::Status& failure, int64_t failed_step);
+  // Ranks whose stream closed or whose heartbeats stopped.
+  std::vector<int> DeadOrHungRanks();
   absl::Status Checkpoint(int64_t step);
   void WriteTrace();
   absl::Status FirstDeadWorker() const;  // requires mu_
@@ -96,6 +120,8 @@ class Controller {
   int64_t total_steps_ = 0;
   int64_t start_step_ = 0;
   std::string resume_from_;
+  int generation_ = 0;
+  int restarts_used_ = 0;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

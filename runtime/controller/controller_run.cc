@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -124,6 +125,85 @@ void Controller::WriteTrace() {
   if (!s.ok()) LogWarning("trace: %s", s.message());
 }
 
+absl::Status Controller::ResumeAll(const std::string& checkpoint_dir) {
+  proto::Command cmd;
+  cmd.set_kind(proto::Command::RESUME);
+  cmd.set_checkpoint_dir(checkpoint_dir);
+  Broadcast(cmd);
+  const int64_t ready_step = -1000000000LL - generation_;
+  return CollectReports(ready_step, config_.fault.step_timeout_s).status();
+}
+
+namespace {
+
+// The newest committed checkpoint that verifies ("" = none: the seeded initial weights,
+// which are exactly reproducible, are the implicit checkpoint of step 0).
+std::pair<std::string, int64_t> NewestValidCheckpoint(const std::string& run_dir) {
+  const std::string root = (fs::path(run_dir) / "checkpoints").string();
+  for (const std::string& dir : CommittedStepDirs(root)) {
+    absl::StatusOr<Manifest> m = VerifyCheckpoint(dir);
+    if (m.ok()) return {dir, m->step};
+    LogWarning("recovery: skipping %s: %s", dir, m.status().message());
+  }
+  return {"", 0};
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> Controller::Recover(const absl::Status& failure, int64_t failed_step) {
+  const auto t0 = Clock::now();
+  LogWarning("failure detected at step %d: %s", failed_step + 1, failure.message());
+  ++generation_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reports_.clear();
+    state_ = "recovering";
+  }
+  proto::Command abort;
+  abort.set_kind(proto::Command::ABORT);
+  Broadcast(abort);
+  // A peer's death is often seen first as a failed receive on a survivor: give the dead
+  // worker's stream a moment to close so it is counted below.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::vector<int> dead = DeadOrHungRanks();
+  for (int r : dead) {
+    if (restarts_used_ >= config_.fault.max_restarts) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "cannot recover: restarts exhausted (fault.max_restarts = %d); last failure: %s",
+          config_.fault.max_restarts, failure.message()));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Worker& w = workers_[r];
+      w.registered = w.attached = w.alive = false;
+      ++w.epoch;  // the old stream (if any) is closed by its writer thread
+      w.outbox.clear();
+      cv_.notify_all();
+    }
+    ++restarts_used_;
+    if (options_.restart_worker) {
+      RETURN_IF_ERROR(options_.restart_worker(r));
+      LogInfo("recovery: restarted worker rank %d (restart %d of %d)", r, restarts_used_,
+              config_.fault.max_restarts);
+    } else {
+      LogInfo("recovery: waiting up to %.0f s for a worker to take rank %d",
+              options_.replace_timeout_s, r);
+    }
+  }
+  const double saved_timeout = options_.register_timeout_s;
+  options_.register_timeout_s = options_.replace_timeout_s;
+  absl::Status joined = WaitForWorkers();
+  options_.register_timeout_s = saved_timeout;
+  RETURN_IF_ERROR(joined);
+  const auto [dir, step] = NewestValidCheckpoint(options_.run_dir);
+  RETURN_IF_ERROR(ResumeAll(dir));
+  LogInfo("recovered in %.2f s: generation %d, resuming from %s (step %d); %d step(s) of work "
+          "lost",
+          std::chrono::duration<double>(Clock::now() - t0).count(), generation_,
+          dir.empty() ? "the initial weights" : dir, step, failed_step - step);
+  return step;
+}
+
 absl::Status Controller::Run() {
   std::error_code ec;
   fs::create_directories(options_.run_dir, ec);
@@ -132,19 +212,39 @@ absl::Status Controller::Run() {
   RETURN_IF_ERROR(WaitForWorkers());
   LogInfo("all %d workers joined; %s schedule, %d stages, steps %d..%d", options_.workers,
           plan_.schedule.type, plan_.schedule.num_stages, start_step_, total_steps_);
-  absl::Status status = absl::OkStatus();
-  for (int64_t step = start_step_; step < total_steps_ && status.ok(); ++step) {
+  absl::Status status = ResumeAll(resume_from_);
+  int64_t step = start_step_;
+  while (status.ok() && step < total_steps_) {
     const int64_t done = step + 1;
     const bool evaluate = config_.train.eval_every > 0 &&
                           (done % config_.train.eval_every == 0 || done == total_steps_);
-    status = RunStep(step, evaluate);
+    absl::Status s = RunStep(step, evaluate);
     const bool periodic = config_.checkpoint.every > 0 && done % config_.checkpoint.every == 0;
-    if (status.ok() && (periodic || done == total_steps_)) status = Checkpoint(done);
+    if (s.ok() && (periodic || done == total_steps_)) s = Checkpoint(done);
+    if (s.ok()) {
+      step = done;
+      continue;
+    }
+    if (absl::IsCancelled(s)) {
+      status = s;
+      break;
+    }
+    absl::StatusOr<int64_t> resumed = Recover(s, step);
+    if (!resumed.ok()) {
+      status = resumed.status();
+      break;
+    }
+    step = *resumed;
   }
   WriteTrace();
   proto::Command bye;
   bye.set_kind(status.ok() ? proto::Command::SHUTDOWN : proto::Command::ABORT);
   Broadcast(bye);
+  if (!status.ok()) {
+    proto::Command shutdown;
+    shutdown.set_kind(proto::Command::SHUTDOWN);
+    Broadcast(shutdown);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     state_ = status.ok() ? "finished" : absl::StrCat("failed: ", status.message());

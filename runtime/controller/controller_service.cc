@@ -60,21 +60,27 @@ class ControllerServer::Service final : public proto::Controller::Service {
     if (rank < 0 || rank >= controller_->plan().num_ranks()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "heartbeat from unknown rank");
     }
-    controller_->Attach(rank);
-    controller_->Heartbeat(first);
+    const int64_t epoch = controller_->Attach(rank);
+    controller_->Heartbeat(first, epoch);
     std::atomic<bool> done{false};
     // Commands go out on a second thread: gRPC allows one reader and one writer at a time.
     std::thread writer([&] {
       while (!done.load()) {
-        std::optional<proto::Command> cmd = controller_->NextCommand(rank, 0.2);
+        bool stale = false;
+        std::optional<proto::Command> cmd = controller_->NextCommand(rank, epoch, 0.2, &stale);
+        if (stale) {
+          ctx->TryCancel();  // replaced: close this worker's stream
+          break;
+        }
         if (cmd && !stream->Write(*cmd)) break;
       }
     });
     proto::Heartbeat beat;
-    while (stream->Read(&beat)) controller_->Heartbeat(beat);
+    while (stream->Read(&beat)) controller_->Heartbeat(beat, epoch);
     done = true;
     writer.join();
-    controller_->Detach(rank, ctx->IsCancelled() ? "stream cancelled" : "heartbeat stream closed");
+    controller_->Detach(rank, epoch,
+                        ctx->IsCancelled() ? "stream cancelled" : "heartbeat stream closed");
     return grpc::Status::OK;
   }
 

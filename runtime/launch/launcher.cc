@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -135,6 +136,7 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, cores / copts.workers);
   std::vector<Child> children;
+  std::mutex children_mu;
   for (int i = 0; i < copts.workers; ++i) {
     absl::StatusOr<Child> c = SpawnWorker(i, server->port(), token_file, threads);
     if (!c.ok()) {
@@ -144,7 +146,22 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
     }
     children.push_back(std::move(*c));
   }
+  const int port = server->port();
+  // Replacement of a dead or hung worker: make sure the old process is gone (a hung one is
+  // still there), then start a new one that asks for the same rank.
+  ctl->SetRestartWorker([&, port, threads](int rank) -> absl::Status {
+    std::lock_guard<std::mutex> lock(children_mu);
+    Child& old = children[rank];
+    kill(old.pid, SIGKILL);
+    int wstatus = 0;
+    waitpid(old.pid, &wstatus, 0);
+    if (old.pump.joinable()) old.pump.join();
+    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, port, token_file, threads));
+    children[rank] = std::move(fresh);
+    return absl::OkStatus();
+  });
   absl::Status status = ctl->Run();
+  std::lock_guard<std::mutex> lock(children_mu);
   Reap(children, status.ok() ? 30 : 5);
   ctl->Stop();
   server->Shutdown();

@@ -27,6 +27,11 @@ void CommandStream::SetProgressSource(std::function<int64_t()> progress) {
   progress_ = std::move(progress);
 }
 
+void CommandStream::SetAbortHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  abort_hook_ = std::move(hook);
+}
+
 void CommandStream::HeartbeatLoop() {
   while (!stop_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -44,6 +49,14 @@ void CommandStream::HeartbeatLoop() {
 void CommandStream::ReadLoop() {
   proto::Command cmd;
   while (stream_->Read(&cmd)) {
+    if (cmd.kind() == proto::Command::ABORT) {
+      std::function<void()> hook;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        hook = abort_hook_;
+      }
+      if (hook) hook();
+    }
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(cmd);
     cv_.notify_all();

@@ -32,6 +32,8 @@ class CommandStream {
   // Sends a step/checkpoint report (unary RPC).
   absl::Status Report(const proto::StepReport& report);
   void SetProgressSource(std::function<int64_t()> progress);
+  // Called on the reader thread as soon as an ABORT command arrives (before it is queued).
+  void SetAbortHook(std::function<void()> hook);
   void SetStep(int64_t step) { step_ = step; }
 
  private:
@@ -50,6 +52,7 @@ class CommandStream {
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> step_{0};
   std::function<int64_t()> progress_;
+  std::function<void()> abort_hook_;
   std::thread heartbeat_, reader_;
 };
 

@@ -28,6 +28,9 @@
 namespace xhc::worker {
 namespace {
 
+// The report step of "ready for generation g" (never a real step or checkpoint id).
+int64_t ReadyStep(int generation) { return -1000000000LL - generation; }
+
 absl::StatusOr<proto::RegisterResponse> RegisterWithRetry(proto::Controller::Stub* stub,
                                                           const WorkerOptions& o,
                                                           const std::string& config_hash) {
@@ -120,6 +123,36 @@ proto::StepReport StepReportOf(int rank, int64_t step, const StepOutcome& o) {
   return r;
 }
 
+
+// One generation of the data plane: transport + executor, rebuilt after every failure.
+struct DataPlane {
+  std::unique_ptr<GlooTransport> transport;
+  std::unique_ptr<StageExecutor> exec;  // destroyed first: its requests use the transport
+  void Reset() {
+    exec.reset();
+    transport.reset();
+  }
+};
+
+absl::Status BuildDataPlane(const proto::Command& cmd, const proto::RegisterResponse& reg,
+                            const WorkerOptions& o, const Config& config,
+                            const plan::JobPlan& plan, const Corpus& corpus, KvStore* kv,
+                            DataPlane* dp) {
+  GlooTransportOptions topts;
+  topts.rank = reg.rank();
+  topts.world_size = reg.world_size();
+  topts.hostname = o.advertise_address;
+  topts.store_prefix = absl::StrCat(reg.job_id(), "/gen", cmd.generation(), "/");
+  topts.connect_timeout = absl::Seconds(config.fault.step_timeout_s);
+  ASSIGN_OR_RETURN(dp->transport, GlooTransport::Create(topts, kv));
+  dp->exec = std::make_unique<StageExecutor>(config, plan, reg.rank(), dp->transport.get(),
+                                             &corpus);
+  if (!cmd.checkpoint_dir().empty()) {
+    RETURN_IF_ERROR(LoadResume(cmd.checkpoint_dir(), dp->exec.get()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunWorker(const WorkerOptions& o) {
@@ -136,44 +169,74 @@ absl::Status RunWorker(const WorkerOptions& o) {
   ASSIGN_OR_RETURN(Config config, ParseConfig(reg.config_yaml()));
   ASSIGN_OR_RETURN(plan::JobPlan plan, CheckAssignment(config, reg));
   ASSIGN_OR_RETURN(Corpus corpus, train::LoadTrainingCorpus(config));
-  CommandStream commands(stub.get(), o.token, rank);
-  RETURN_IF_ERROR(commands.Open());
   GrpcKvStore kv(stub.get(), o.token);
-  GlooTransportOptions topts;
-  topts.rank = rank;
-  topts.world_size = reg.world_size();
-  topts.hostname = o.advertise_address;
-  topts.store_prefix = absl::StrCat(reg.job_id(), "/gen", reg.generation(), "/");
-  topts.connect_timeout = absl::Seconds(config.fault.step_timeout_s);
-  ASSIGN_OR_RETURN(std::unique_ptr<GlooTransport> transport, GlooTransport::Create(topts, &kv));
-  StageExecutor exec(config, plan, rank, transport.get(), &corpus);
-  if (!reg.resume_from().empty()) RETURN_IF_ERROR(LoadResume(reg.resume_from(), &exec));
-  LogInfo("ready: stages [%s], %s", absl::StrJoin(plan.StagesOf(rank), ", "), plan.schedule.type);
-  commands.SetProgressSource([&exec] { return exec.actions_done(); });
+  DataPlane dp;
+  std::mutex dp_mu;  // guards dp.transport against the reader thread's Abort
+  CommandStream commands(stub.get(), o.token, rank);
+  // An ABORT must interrupt a step blocked on a dead peer: the reader thread fails the
+  // transport at once, and the main loop tears the data plane down when it sees the command.
+  commands.SetAbortHook([&] {
+    std::lock_guard<std::mutex> lock(dp_mu);
+    if (dp.transport) dp.transport->Abort();
+  });
+  std::atomic<int64_t> progress{0};  // actions executed, updated after every command
+  commands.SetProgressSource([&progress]() -> int64_t { return progress.load(); });
+  RETURN_IF_ERROR(commands.Open());
+  LogInfo("registered: stages [%s], %s", absl::StrJoin(plan.StagesOf(rank), ", "),
+          plan.schedule.type);
   while (true) {
     ASSIGN_OR_RETURN(proto::Command cmd, commands.Next());
+    proto::StepReport report;
+    report.set_rank(rank);
+    report.set_generation(cmd.generation());
     if (cmd.kind() == proto::Command::SHUTDOWN) return absl::OkStatus();
     if (cmd.kind() == proto::Command::ABORT) {
-      transport->Abort();
-      return absl::AbortedError("the controller aborted the job");
+      std::lock_guard<std::mutex> lock(dp_mu);
+      dp.Reset();
+      LogWarning("step aborted by the controller; data plane torn down");
+      continue;
     }
-    proto::StepReport report;
-    if (cmd.kind() == proto::Command::RUN_STEP) {
+    if (cmd.kind() == proto::Command::RESUME) {
+      {
+        std::lock_guard<std::mutex> lock(dp_mu);
+        dp.Reset();
+      }
+      // Built outside the lock (the rendezvous can take a while), then published.
+      DataPlane fresh;
+      absl::Status s = BuildDataPlane(cmd, reg, o, config, plan, corpus, &kv, &fresh);
+      {
+        std::lock_guard<std::mutex> lock(dp_mu);
+        dp.transport = std::move(fresh.transport);
+        dp.exec = std::move(fresh.exec);
+      }
+      report.set_step(ReadyStep(cmd.generation()));
+      if (!s.ok()) report.set_error(std::string(s.message()));
+    } else if (cmd.kind() == proto::Command::RUN_STEP && dp.exec) {
       commands.SetStep(cmd.step());
-      absl::StatusOr<StepOutcome> out = exec.RunStep(cmd.step(), cmd.total_steps(), cmd.evaluate());
-      if (!out.ok()) {
-        report.set_rank(rank);
+      absl::StatusOr<StepOutcome> out =
+          dp.exec->RunStep(cmd.step(), cmd.total_steps(), cmd.evaluate());
+      if (out.ok()) {
+        report = StepReportOf(rank, cmd.step(), *out);
+        report.set_generation(cmd.generation());
+      } else {
+        // Stay up: the controller decides (abort + resume, or give up).
         report.set_step(cmd.step());
         report.set_error(std::string(out.status().message()));
-        (void)commands.Report(report);
-        return out.status();
+        LogWarning("step %d failed: %s", cmd.step(), out.status().message());
       }
-      report = StepReportOf(rank, cmd.step(), *out);
-    } else if (cmd.kind() == proto::Command::CHECKPOINT) {
-      ASSIGN_OR_RETURN(report, WriteCheckpointShard(cmd, rank, &exec));
+    } else if (cmd.kind() == proto::Command::CHECKPOINT && dp.exec) {
+      absl::StatusOr<proto::StepReport> r = WriteCheckpointShard(cmd, rank, dp.exec.get());
+      if (r.ok()) {
+        report = *r;
+      } else {
+        report.set_step(-(cmd.step() + 1));
+        report.set_error(std::string(r.status().message()));
+      }
+      report.set_generation(cmd.generation());
     } else {
       continue;
     }
+    if (dp.exec) progress = dp.exec->actions_done();
     RETURN_IF_ERROR(commands.Report(report));
   }
 }
