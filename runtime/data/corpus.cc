@@ -18,7 +18,6 @@
 namespace xhc {
 namespace {
 
-constexpr size_t kSplitBlock = 4096;
 
 bool IsRegularFile(const std::string& path) {
   struct stat st;
@@ -52,6 +51,12 @@ absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
+size_t SplitBlockSize(size_t total_bytes, int64_t stride) {
+  size_t block = 4096;
+  while (block > 64 && total_bytes / block < static_cast<size_t>(8 * stride)) block /= 2;
+  return block;
+}
+
 absl::StatusOr<Corpus> LoadCorpus(const std::vector<std::string>& patterns, double val_fraction,
                                   int64_t min_train_bytes) {
   std::vector<std::string> files;
@@ -76,9 +81,10 @@ absl::StatusOr<Corpus> LoadCorpus(const std::vector<std::string>& patterns, doub
   // Validation takes every k-th block of kSplitBlock bytes (k = 1 / val_fraction), so it
   // samples every file rather than only the last one in sorted order.
   const int64_t stride = std::max<int64_t>(2, std::llround(1.0 / val_fraction));
-  for (size_t begin = 0; begin < all.size(); begin += kSplitBlock) {
-    const size_t end = std::min(all.size(), begin + kSplitBlock);
-    const bool is_val = static_cast<int64_t>(begin / kSplitBlock) % stride == stride - 1;
+  const size_t block = SplitBlockSize(all.size(), stride);
+  for (size_t begin = 0; begin < all.size(); begin += block) {
+    const size_t end = std::min(all.size(), begin + block);
+    const bool is_val = static_cast<int64_t>(begin / block) % stride == stride - 1;
     std::vector<uint8_t>& dst = is_val ? corpus.val : corpus.train;
     dst.insert(dst.end(), all.begin() + begin, all.begin() + end);
   }

@@ -25,6 +25,10 @@ struct Corpus {
 absl::StatusOr<Corpus> LoadCorpus(const std::vector<std::string>& patterns, double val_fraction,
                                   int64_t min_train_bytes);
 
+// Bytes per split block: 4 KiB, halved (down to 64) until the corpus has at least 8
+// validation blocks.
+size_t SplitBlockSize(size_t total_bytes, int64_t stride);
+
 // Reads a whole file (kNotFound naming it when absent).
 absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 

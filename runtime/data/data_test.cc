@@ -26,10 +26,13 @@ TEST(Corpus, LoadsGlobSkipsIndexAndSplits) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->files.size(), 2u);
   EXPECT_EQ(c->train.size() + c->val.size(), 2 * text.size());
-  // Every 10th 4 KiB block is validation: about 10%, drawn from both files.
+  // Every 10th block is validation: about 10%, drawn from both files.
   EXPECT_NEAR(static_cast<double>(c->val.size()) / (2 * text.size()), 0.1, 0.03);
+  const size_t block = SplitBlockSize(2 * text.size(), 10);
+  EXPECT_EQ(block, 1024u);
   const std::string val(c->val.begin(), c->val.end());
-  EXPECT_EQ(val.substr(0, 4096), text.substr(9 * 4096, 4096));
+  EXPECT_EQ(val.substr(0, block), text.substr(9 * block, block));
+  EXPECT_EQ(SplitBlockSize(3'000'000, 20), 4096u);  // the fortunes corpus keeps 4 KiB blocks
 }
 
 TEST(Corpus, ErrorsNameThePattern) {

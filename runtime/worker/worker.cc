@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -96,6 +97,11 @@ absl::StatusOr<proto::StepReport> WriteCheckpointShard(const proto::Command& cmd
   }
   if (views.empty()) return report;
   ASSIGN_OR_RETURN(ShardRecord rec, WriteShard(cmd.checkpoint_dir(), name + ".safetensors", views));
+  // Fault injection for tests: hold the shard un-reported (the step uncommitted) for a while,
+  // so a test can kill a worker in the middle of a checkpoint.
+  if (const char* delay = std::getenv("XHC_FAULT_CHECKPOINT_DELAY_MS"); delay != nullptr) {
+    absl::SleepFor(absl::Milliseconds(std::atoi(delay)));
+  }
   proto::ShardInfo* info = report.add_shards();
   info->set_file(rec.file);
   info->set_bytes(rec.bytes);
