@@ -201,6 +201,15 @@ proto::StatusResponse Controller::Status() {
   return s;
 }
 
+void Controller::WorkerProcessExited(int rank, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rank < 0 || rank >= options_.workers || stopped_) return;
+  if (!workers_[rank].registered || !workers_[rank].attached) {
+    startup_failure_ = absl::StrCat("worker for rank ", rank, " exited before joining: ", why);
+    cv_.notify_all();
+  }
+}
+
 void Controller::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
   stopped_ = true;
@@ -258,6 +267,11 @@ absl::Status Controller::WaitForWorkers() {
   };
   while (!ready()) {
     if (stopped_) return absl::CancelledError("controller stopped");
+    if (!startup_failure_.empty()) {
+      const std::string why = startup_failure_;
+      startup_failure_.clear();
+      return absl::FailedPreconditionError(why);
+    }
     RETURN_IF_ERROR(FirstDeadWorker());
     cv_.wait_for(lock, std::chrono::milliseconds(200));
     if (Clock::now() >= deadline) {

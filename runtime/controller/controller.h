@@ -74,6 +74,11 @@ class Controller {
   // Makes NextCommand/KvGet waiters return (server shutdown).
   void Stop();
 
+  // The launcher saw the process meant to be `rank` exit. Before that rank has joined this
+  // fails the job at once (no point waiting out the registration timeout); after, the broken
+  // heartbeat stream already tells.
+  void WorkerProcessExited(int rank, const std::string& why);
+
   // Sets ControllerOptions::restart_worker (before Run).
   void SetRestartWorker(std::function<absl::Status(int rank)> restart) {
     options_.restart_worker = std::move(restart);
@@ -108,7 +113,13 @@ class Controller {
   absl::StatusOr<int64_t> Recover(const absl::Status& failure, int64_t failed_step);
   // Ranks whose stream closed or whose heartbeats stopped.
   std::vector<int> DeadOrHungRanks();
+  // Asks every worker for its shard of `step` (async: returns at once, committed later by
+  // FinishCheckpoint once every shard is durable).
   absl::Status Checkpoint(int64_t step);
+  // Commits the pending checkpoint once all shards are reported; with block = false only if
+  // they already are.
+  absl::Status FinishCheckpoint(bool block);
+  bool ReportsComplete(int64_t step);
   void WriteTrace();
   absl::Status FirstDeadWorker() const;  // requires mu_
 
@@ -121,6 +132,9 @@ class Controller {
   int64_t start_step_ = 0;
   std::string resume_from_;
   int generation_ = 0;
+  std::string startup_failure_;  // set by WorkerProcessExited (guarded by mu_)
+  int64_t pending_ckpt_ = -1;               // step of the checkpoint being written, or -1
+  Clock::time_point pending_ckpt_t0_;
   int restarts_used_ = 0;
 
   mutable std::mutex mu_;

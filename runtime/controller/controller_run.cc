@@ -91,31 +91,62 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
 }
 
 absl::Status Controller::Checkpoint(int64_t step) {
+  RETURN_IF_ERROR(FinishCheckpoint(/*block=*/true));  // one checkpoint in flight at a time
   const std::string root = (fs::path(options_.run_dir) / "checkpoints").string();
-  const std::string dir = (fs::path(root) / StepDirName(step)).string();
   proto::Command cmd;
   cmd.set_kind(proto::Command::CHECKPOINT);
   cmd.set_step(step);
-  cmd.set_checkpoint_dir(dir);
-  const auto t0 = Clock::now();
+  cmd.set_checkpoint_dir((fs::path(root) / StepDirName(step)).string());
+  pending_ckpt_ = step;
+  pending_ckpt_t0_ = Clock::now();
   Broadcast(cmd);
+  return config_.checkpoint.async ? absl::OkStatus() : FinishCheckpoint(/*block=*/true);
+}
+
+bool Controller::ReportsComplete(int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int r = 0; r < options_.workers; ++r) {
+    if (!reports_.count({step, r})) return false;
+  }
+  return true;
+}
+
+absl::Status Controller::FinishCheckpoint(bool block) {
+  if (pending_ckpt_ < 0) return absl::OkStatus();
+  const int64_t step = pending_ckpt_;
   // Checkpoint reports use step = -(step + 1) so they never mix with step reports.
+  if (!block && !ReportsComplete(-(step + 1))) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<proto::StepReport> reports,
                    CollectReports(-(step + 1), config_.fault.step_timeout_s));
+  pending_ckpt_ = -1;
   Manifest m;
   m.step = step;
   m.config_yaml = config_.source_yaml;
   m.sampler_step = step;
   m.rng = {{"seed", absl::StrCat(config_.train.seed)}};
   m.layout = absl::StrFormat("%d ranks %s", options_.workers, plan_.schedule.type);
+  double stall = 0, write = 0;
+  int64_t bytes = 0;
   for (const proto::StepReport& r : reports) {
+    stall = std::max(stall, r.compute_s());
+    write = std::max(write, r.step_s());
     for (const proto::ShardInfo& s : r.shards()) {
+      bytes += s.bytes();
       m.shards.push_back({s.file(), s.bytes(), s.xxhash64(),
                           std::vector<std::string>(s.tensors().begin(), s.tensors().end())});
     }
   }
+  const std::string root = (fs::path(options_.run_dir) / "checkpoints").string();
   RETURN_IF_ERROR(CommitCheckpoint(root, m, config_.checkpoint.keep));
-  LogInfo("checkpoint step %d committed (%d shards) in %.2f s", step, m.shards.size(), Since(t0));
+  const double latency = Since(pending_ckpt_t0_);
+  LogInfo("checkpoint step %d committed: %d shards, %.1f MB, snapshot stall %.1f ms, write "
+          "%.3f s (%.0f MB/s), %.2f s after the request", step, m.shards.size(), bytes / 1e6,
+          stall * 1e3, write, write > 0 ? bytes / 1e6 / write : 0.0, latency);
+  std::ofstream metrics((fs::path(options_.run_dir) / "metrics.jsonl").string(), std::ios::app);
+  metrics << absl::StrFormat(
+      "{\"checkpoint_step\": %d, \"bytes\": %d, \"snapshot_stall_s\": %.6f, \"write_s\": %.6f, "
+      "\"commit_latency_s\": %.6f, \"async\": %s}\n",
+      step, bytes, stall, write, latency, config_.checkpoint.async ? "true" : "false");
   return absl::OkStatus();
 }
 
@@ -154,6 +185,7 @@ absl::StatusOr<int64_t> Controller::Recover(const absl::Status& failure, int64_t
   const auto t0 = Clock::now();
   LogWarning("failure detected at step %d: %s", failed_step + 1, failure.message());
   ++generation_;
+  pending_ckpt_ = -1;  // never committed: its step directory has no manifest
   {
     std::lock_guard<std::mutex> lock(mu_);
     reports_.clear();
@@ -221,6 +253,7 @@ absl::Status Controller::Run() {
     absl::Status s = RunStep(step, evaluate);
     const bool periodic = config_.checkpoint.every > 0 && done % config_.checkpoint.every == 0;
     if (s.ok() && (periodic || done == total_steps_)) s = Checkpoint(done);
+    if (s.ok()) s = FinishCheckpoint(/*block=*/false);
     if (s.ok()) {
       step = done;
       continue;
@@ -236,6 +269,7 @@ absl::Status Controller::Run() {
     }
     step = *resumed;
   }
+  if (status.ok()) status = FinishCheckpoint(/*block=*/true);
   WriteTrace();
   proto::Command bye;
   bye.set_kind(status.ok() ? proto::Command::SHUTDOWN : proto::Command::ABORT);

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <atomic>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -19,25 +21,36 @@
 #include "runtime/common/status_macros.h"
 #include "runtime/controller/controller.h"
 #include "runtime/controller/controller_service.h"
+#include "runtime/train/trainer.h"
 
 namespace xhc::launch {
 namespace fs = std::filesystem;
 namespace {
 
-struct Child {
-  pid_t pid = -1;
-  int out_fd = -1;
-  std::thread pump;
+struct LastLine {
+  std::mutex mu;
+  std::string text;
 };
 
-// Copies a child's output line by line with a "[rank i]" prefix.
-void Pump(int fd, int index) {
+struct Child {
+  pid_t pid = -1;  // -1 once reaped
+  int out_fd = -1;
+  std::thread pump;
+  std::shared_ptr<LastLine> last = std::make_shared<LastLine>();
+};
+
+// Copies a child's output line by line with a "[rank i]" prefix, remembering the last line
+// (the likely reason if it dies).
+void Pump(int fd, int index, std::shared_ptr<LastLine> last) {
   FILE* in = fdopen(fd, "r");
   if (in == nullptr) return;
   char* line = nullptr;
   size_t cap = 0;
   while (getline(&line, &cap, in) > 0) {
     std::fprintf(stderr, "[rank %d] %s", index, line);
+    std::lock_guard<std::mutex> lock(last->mu);
+    last->text = line;
+    while (!last->text.empty() && last->text.back() == '\n') last->text.pop_back();
   }
   std::free(line);
   std::fclose(in);
@@ -70,7 +83,7 @@ absl::StatusOr<Child> SpawnWorker(int index, int port, const std::string& token_
   Child c;
   c.pid = pid;
   c.out_fd = fds[0];
-  c.pump = std::thread(Pump, fds[0], index);
+  c.pump = std::thread(Pump, fds[0], index, c.last);
   return c;
 }
 
@@ -80,7 +93,7 @@ void Reap(std::vector<Child>& children, double grace_s) {
                         std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
   for (Child& c : children) {
     int status = 0;
-    while (waitpid(c.pid, &status, WNOHANG) == 0) {
+    while (c.pid > 0 && waitpid(c.pid, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > deadline) {
         kill(c.pid, SIGKILL);
         waitpid(c.pid, &status, 0);
@@ -124,6 +137,8 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   // The plan is validated here, before any worker process starts.
   ASSIGN_OR_RETURN(std::unique_ptr<controller::Controller> ctl,
                    controller::Controller::Create(config, copts));
+  // Workers run on this machine: check their corpus here too, before any process starts.
+  RETURN_IF_ERROR(train::LoadTrainingCorpus(config).status());
   std::error_code ec;
   fs::create_directories(options.out_dir, ec);
   ASSIGN_OR_RETURN(std::string token, NewJobToken());
@@ -152,15 +167,45 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   ctl->SetRestartWorker([&, port, threads](int rank) -> absl::Status {
     std::lock_guard<std::mutex> lock(children_mu);
     Child& old = children[rank];
-    kill(old.pid, SIGKILL);
-    int wstatus = 0;
-    waitpid(old.pid, &wstatus, 0);
+    if (old.pid > 0) {
+      kill(old.pid, SIGKILL);
+      int wstatus = 0;
+      waitpid(old.pid, &wstatus, 0);
+    }
     if (old.pump.joinable()) old.pump.join();
     ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, port, token_file, threads));
     children[rank] = std::move(fresh);
     return absl::OkStatus();
   });
+  // Watches for workers that exit on their own (e.g. a bad config or corpus at start-up), so
+  // the job fails at once with their last words instead of waiting out a timeout.
+  std::atomic<bool> running{true};
+  std::thread monitor([&] {
+    while (running.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::lock_guard<std::mutex> lock(children_mu);
+      for (size_t r = 0; r < children.size(); ++r) {
+        Child& c = children[r];
+        int wstatus = 0;
+        if (c.pid <= 0 || waitpid(c.pid, &wstatus, WNOHANG) != c.pid) continue;
+        const pid_t pid = c.pid;
+        c.pid = -1;
+        std::string last;
+        {
+          std::lock_guard<std::mutex> l(c.last->mu);
+          last = c.last->text;
+        }
+        ctl->WorkerProcessExited(
+            static_cast<int>(r),
+            absl::StrFormat("process %d exited (%s %d): %s", pid,
+                            WIFEXITED(wstatus) ? "code" : "signal",
+                            WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : WTERMSIG(wstatus), last));
+      }
+    }
+  });
   absl::Status status = ctl->Run();
+  running = false;
+  monitor.join();
   std::lock_guard<std::mutex> lock(children_mu);
   Reap(children, status.ok() ? 30 : 5);
   ctl->Stop();

@@ -24,6 +24,7 @@
 #include "runtime/transport/gloo_transport.h"
 #include "runtime/worker/command_stream.h"
 #include "runtime/worker/grpc_kv_store.h"
+#include "runtime/worker/shard_writer.h"
 #include "runtime/worker/stage_executor.h"
 
 namespace xhc::worker {
@@ -79,35 +80,6 @@ absl::Status LoadResume(const std::string& dir, StageExecutor* exec) {
   }
   LogInfo("loaded %s (step %d)", dir, ckpt.manifest.step);
   return absl::OkStatus();
-}
-
-absl::StatusOr<proto::StepReport> WriteCheckpointShard(const proto::Command& cmd, int rank,
-                                             StageExecutor* exec) {
-  proto::StepReport report;
-  report.set_rank(rank);
-  report.set_step(-(cmd.step() + 1));
-  std::vector<TensorView> views;
-  std::vector<std::vector<float>> zeros;
-  std::string name = "chunk";
-  for (auto& [s, ps] : exec->Stages()) {
-    if (!exec->IsCanonical(s)) continue;  // a DualPipe mirror copy is written once
-    zeros.emplace_back();
-    for (const TensorView& v : train::ParamViews(*ps, true, &zeros.back())) views.push_back(v);
-    absl::StrAppend(&name, "-s", s);
-  }
-  if (views.empty()) return report;
-  ASSIGN_OR_RETURN(ShardRecord rec, WriteShard(cmd.checkpoint_dir(), name + ".safetensors", views));
-  // Fault injection for tests: hold the shard un-reported (the step uncommitted) for a while,
-  // so a test can kill a worker in the middle of a checkpoint.
-  if (const char* delay = std::getenv("XHC_FAULT_CHECKPOINT_DELAY_MS"); delay != nullptr) {
-    absl::SleepFor(absl::Milliseconds(std::atoi(delay)));
-  }
-  proto::ShardInfo* info = report.add_shards();
-  info->set_file(rec.file);
-  info->set_bytes(rec.bytes);
-  info->set_xxhash64(rec.xxhash64);
-  for (const std::string& t : rec.tensors) info->add_tensors(t);
-  return report;
 }
 
 proto::StepReport StepReportOf(int rank, int64_t step, const StepOutcome& o) {
@@ -188,6 +160,10 @@ absl::Status RunWorker(const WorkerOptions& o) {
   std::atomic<int64_t> progress{0};  // actions executed, updated after every command
   commands.SetProgressSource([&progress]() -> int64_t { return progress.load(); });
   RETURN_IF_ERROR(commands.Open());
+  ShardWriter shards([&commands](const proto::StepReport& r) {
+    absl::Status s = commands.Report(r);
+    if (!s.ok()) LogWarning("checkpoint report: %s", s.message());
+  });
   LogInfo("registered: stages [%s], %s", absl::StrJoin(plan.StagesOf(rank), ", "),
           plan.schedule.type);
   while (true) {
@@ -231,14 +207,9 @@ absl::Status RunWorker(const WorkerOptions& o) {
         LogWarning("step %d failed: %s", cmd.step(), out.status().message());
       }
     } else if (cmd.kind() == proto::Command::CHECKPOINT && dp.exec) {
-      absl::StatusOr<proto::StepReport> r = WriteCheckpointShard(cmd, rank, dp.exec.get());
-      if (r.ok()) {
-        report = *r;
-      } else {
-        report.set_step(-(cmd.step() + 1));
-        report.set_error(std::string(r.status().message()));
-      }
-      report.set_generation(cmd.generation());
+      // The shard's report is sent by the writer when the shard is durable.
+      shards.Start(cmd, rank, dp.exec.get(), config.checkpoint.async);
+      continue;
     } else {
       continue;
     }

@@ -144,15 +144,16 @@ TEST_F(Fault, KillDuringCheckpointNeverUsesTheHalfWrittenStep) {
 }
 
 TEST_F(Fault, CorruptCheckpointsAreNamedAndSkipped) {
+  const std::string want = Reference("1f1b");
   const std::string cfg = Config(dir_, "1f1b");
   const std::string run = dir_ + "/corrupt";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --steps 30 --out ",
-                                    run), log_), 0) << ReadText(log_);
+  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", run), log_),
+            0) << ReadText(log_);
   const std::string ck = run + "/checkpoints";
-  // step 30 (LATEST): flip a byte of a shard; step 20: truncate the manifest; step 10:
-  // keep = 3 left it intact.
+  // keep = 3 left steps 40, 50 and 60 (LATEST). Flip a byte of a step-60 shard and truncate
+  // step 50's manifest; step 40 stays intact.
   std::string shard;
-  for (const auto& e : fs::directory_iterator(ck + "/step-000030")) {
+  for (const auto& e : fs::directory_iterator(ck + "/step-000060")) {
     if (e.path().extension() == ".safetensors") shard = e.path().string();
   }
   {
@@ -160,25 +161,27 @@ TEST_F(Fault, CorruptCheckpointsAreNamedAndSkipped) {
     f.seekp(200);
     f.put('\x42');
   }
-  fs::resize_file(ck + "/step-000020/MANIFEST.json", 40);
+  fs::resize_file(ck + "/step-000050/MANIFEST.json", 40);
   const std::string vlog = dir_ + "/verify.log";
-  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000030"), vlog), 0);
+  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000060"), vlog), 0);
   EXPECT_NE(ReadText(vlog).find(fs::path(shard).filename().string()), std::string::npos)
       << ReadText(vlog);
-  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000020"), vlog), 0);
+  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000050"), vlog), 0);
   EXPECT_NE(ReadText(vlog).find("MANIFEST.json"), std::string::npos);
-  EXPECT_EQ(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000010"), vlog), 0);
-  // Resume falls back to step 10, with a warning for each skipped step, and finishes exactly
-  // like an uninterrupted run.
+  EXPECT_EQ(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000040"), vlog), 0);
+  // Resume falls back to step 40, warning about each skipped step, and ends exactly like the
+  // uninterrupted run (step 60 is written again).
   const std::string rlog = dir_ + "/resume.log";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", run, " --steps ", kSteps),
-                       rlog), 0) << ReadText(rlog);
-  EXPECT_NE(ReadText(rlog).find("step-000030"), std::string::npos);
-  EXPECT_NE(ReadText(rlog).find("continuing from"), std::string::npos);
-  EXPECT_TRUE(FinalState(run) == Reference("1f1b"));
+  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", run), rlog), 0)
+      << ReadText(rlog);
+  EXPECT_NE(ReadText(rlog).find("skipping " + ck + "/step-000060"), std::string::npos)
+      << ReadText(rlog);
+  EXPECT_NE(ReadText(rlog).find("continuing from " + ck + "/step-000040"), std::string::npos);
+  EXPECT_TRUE(FinalState(run) == want);
   // A deleted shard is named too.
   fs::remove(shard);
-  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000030"), vlog), 0);
+  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000060"), vlog), 0);
+  EXPECT_NE(ReadText(vlog).find("shard missing"), std::string::npos) << ReadText(vlog);
 }
 
 TEST_F(Fault, KilledControllerResumesBitIdentically) {
