@@ -22,6 +22,7 @@
 
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
+#include "runtime/common/process_env.h"
 #include "third_party/openblas_cblas.h"
 
 namespace xhc::kernels {
@@ -272,26 +273,10 @@ int Main(bool json, bool run_reference) {
 }  // namespace
 }  // namespace xhc::kernels
 
-// Debian's OpenBLAS 0.3.21 misdetects this CPU and falls back to slow Prescott kernels; it reads
-// OPENBLAS_CORETYPE only when loaded, so re-exec ourselves with it set (as the xhc binary
-// does) unless the caller already chose one. The JSON reports the core type used.
-void MaybeReexecWithBlasCoretype(char** argv) {
-  if (getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  __builtin_cpu_init();
-  const char* coretype = nullptr;
-  if (__builtin_cpu_supports("avx512f")) {
-    coretype = "SkylakeX";
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    coretype = "Haswell";
-  }
-  if (coretype == nullptr) return;
-  setenv("OPENBLAS_CORETYPE", coretype, 1);
-  execv("/proc/self/exe", argv);
-  unsetenv("OPENBLAS_CORETYPE");  // execv failed: run with the default kernels
-}
-
+// Same environment as the xhc binary (OPENBLAS_CORETYPE for this CPU, passive OpenMP
+// waits; see runtime/common/process_env.h). The JSON reports the core type used.
 int main(int argc, char** argv) {
-  MaybeReexecWithBlasCoretype(argv);
+  xhc::MaybeReexecWithTunedEnv(argv);
   bool json = false, run_reference = true;  // --no_reference: quick runs while tuning
   for (int i = 1; i < argc; ++i) {
     json |= std::strcmp(argv[i], "--json") == 0;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cli/blas_env.h"
 #include "runtime/cli/commands.h"
+#include "runtime/common/process_env.h"
 
 namespace {
 
@@ -39,7 +39,7 @@ void Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  xhc::cli::MaybeReexecWithTunedEnv(argv);
+  xhc::MaybeReexecWithTunedEnv(argv);
   // Under `bazel run`, relative paths mean the caller's directory, not the runfiles tree.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {
     if (chdir(dir) != 0) std::perror("chdir to BUILD_WORKING_DIRECTORY");

@@ -96,6 +96,7 @@ absl::StatusOr<StepMetrics> ParseMetrics(const std::string& jsonl_text, int warm
     ++line_no;
     if (line.empty()) continue;
     json row = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!row.is_discarded() && row.contains("checkpoint_step")) continue;  // checkpoint rows
     if (row.is_discarded() || !row.contains("step")) {
       return absl::DataLossError(absl::StrCat("metrics.jsonl line ", line_no, ": not a step row"));
     }

@@ -63,9 +63,10 @@ TEST(Measure, MetricsDiscardWarmupAndAverage) {
       "{\"step\": 1, \"loss\": 5, \"step_s\": 9, \"tokens_per_s\": 1, \"exposed_comm\": [0.9, 0.9]}\n"
       "{\"step\": 2, \"loss\": 4, \"step_s\": 0.2, \"tokens_per_s\": 100, \"exposed_comm\": "
       "[0.1, 0.3], \"peak_rss_mb\": [10, 20]}\n"
+      "{\"checkpoint_step\": 2, \"bytes\": 100, \"snapshot_stall_s\": 0.001}\n"
       "{\"step\": 3, \"loss\": 3, \"step_s\": 0.4, \"tokens_per_s\": 200, \"exposed_comm\": "
       "[0.3, 0.1], \"peak_rss_mb\": [12, 18]}\n";
-  auto m = ParseMetrics(text, 1);
+  auto m = ParseMetrics(text, 1);  // the checkpoint row in between is skipped
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->num_steps, 2);
   EXPECT_DOUBLE_EQ(m->tokens_per_s, 150);

@@ -1,11 +1,11 @@
-#include "runtime/cli/blas_env.h"
+#include "runtime/common/process_env.h"
 
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <cstring>
 
-namespace xhc::cli {
+namespace xhc {
 
 void MaybeReexecWithTunedEnv(char** argv) {
   const char* autotune = getenv("XHC_BLAS_AUTOTUNE");
@@ -33,4 +33,4 @@ void MaybeReexecWithTunedEnv(char** argv) {
   // execv failed: carry on with the environment as it was (slower, still correct).
 }
 
-}  // namespace xhc::cli
+}  // namespace xhc

@@ -1,5 +1,5 @@
-#ifndef XHC_RUNTIME_CLI_BLAS_ENV_H_
-#define XHC_RUNTIME_CLI_BLAS_ENV_H_
+#ifndef XHC_RUNTIME_COMMON_PROCESS_ENV_H_
+#define XHC_RUNTIME_COMMON_PROCESS_ENV_H_
 
 // Debian 12's OpenBLAS 0.3.21 does not recognise recent Xeons (reported as "Intel(R) Xeon(R)
 // Processor") and falls back to its Prescott (SSE3) kernels, 4-7x slower than the AVX2/AVX-512
@@ -15,11 +15,11 @@
 // processes, or a build running beside training): measured 42 vs 10842 tokens/s on a tiny
 // model on this 2-core machine under load. Like OPENBLAS_CORETYPE it is read at load time.
 
-namespace xhc::cli {
+namespace xhc {
 
 // Returns only if no re-exec was needed (or it failed, which is harmless: slower BLAS).
 void MaybeReexecWithTunedEnv(char** argv);
 
-}  // namespace xhc::cli
+}  // namespace xhc
 
-#endif  // XHC_RUNTIME_CLI_BLAS_ENV_H_
+#endif  // XHC_RUNTIME_COMMON_PROCESS_ENV_H_

@@ -1,0 +1,150 @@
+// Model throughput on CPU for vanilla, mhc and xhc at the same size (default d_model 512,
+// 4 layers, seq 256): tokens/s, model FLOP/s against an sgemm rate measured in the same run,
+// and the step-time ratios to vanilla. Steps of the three models are interleaved round by
+// round so machine noise hits them alike; each figure is the median over rounds.
+//
+//   bazel run //runtime/bench:model_bench -- [--d_model 512] [--layers 4] [--seq 256]
+//                                            [--batch 4] [--rounds 5]
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "kernels/cpu/nn/matmul.h"
+#include "runtime/common/config.h"
+#include "runtime/common/process_env.h"
+#include "runtime/data/sampler.h"
+#include "runtime/model/stage.h"
+#include "runtime/train/optimizer.h"
+#include "third_party/openblas_cblas.h"
+
+namespace xhc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int d_model = 512, layers = 4, seq = 256, batch = 4, rounds = 5;
+};
+
+struct Run {
+  std::string name;
+  ModelConfig cfg;
+  std::unique_ptr<model::ParamSetT<float>> params;
+  std::unique_ptr<model::StageModel> model;
+  std::vector<double> step_s;
+  double matmul_params = 0;  // parameters of the transformer GEMMs (excl. embedding)
+};
+
+Run MakeRun(const std::string& type, const Options& o) {
+  Run r;
+  r.name = type;
+  std::string yaml = absl::StrFormat(
+      "model: {d_model: %d, n_layers: %d, n_heads: 8, n_kv_heads: 8, seq_len: %d, "
+      "residual: {type: %s}}\n", o.d_model, o.layers, o.seq, type);
+  r.cfg = ParseConfig(yaml)->model;
+  const auto spec = model::StageSpec::Full(r.cfg);
+  r.params = std::make_unique<model::ParamSetT<float>>(model::BuildStageParams<float>(r.cfg, spec));
+  model::InitParams(r.cfg, 1, r.params.get());
+  r.model = std::make_unique<model::StageModel>(r.cfg, spec, r.params.get());
+  const double C = r.cfg.d_model, F = r.cfg.d_ff;
+  r.matmul_params = r.cfg.n_layers * (4 * C * C + 3 * C * F) + C * r.cfg.vocab_size;
+  return r;
+}
+
+double Step(Run& r, const TokenBatch& b, int64_t step) {
+  const auto t0 = Clock::now();
+  r.params->ZeroGrads();
+  (void)*r.model->Forward(0, b.batch, b.inputs.data(), b.targets.data(), nullptr, nullptr);
+  (void)r.model->BackwardInput(0, 1.0, nullptr, nullptr);
+  (void)r.model->BackwardWeight(0);
+  r.params->FinalizeGrads();
+  OptimConfig optim;
+  train::ApplyAdamW(optim, 1000, step, std::sqrt(train::GradSumOfSquares(*r.params)),
+                    r.params.get());
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Single-thread sgemm rate (the kernels run one sgemm per OpenMP thread) × threads.
+double SgemmGflops() {
+  const int n = 512;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  openblas_set_num_threads(1);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
+                n, 0.0f, c.data(), n);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * n / s / 1e9);
+  }
+  return best * omp_get_max_threads();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int Main(const Options& o) {
+  std::vector<Run> runs;
+  for (const char* type : {"vanilla", "mhc", "xhc"}) runs.push_back(MakeRun(type, o));
+  std::vector<uint8_t> data(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>((i * 131 + i / 7) % 251);
+  BatchSampler sampler(&data, 7, o.batch, o.seq);
+  double sgemm = SgemmGflops();
+  for (int round = -1; round < o.rounds; ++round) {  // round -1 warms up
+    for (Run& r : runs) {
+      const double s = Step(r, sampler.Train(round + 1, 0), round + 1);
+      if (round >= 0) r.step_s.push_back(s);
+    }
+    std::fprintf(stderr, "round %d/%d done\n", round + 1, o.rounds);
+  }
+  sgemm = std::max(sgemm, SgemmGflops());
+  const double tokens = static_cast<double>(o.batch) * o.seq;
+  const double vanilla = Median(runs[0].step_s);
+  std::vector<std::string> parts;
+  for (Run& r : runs) {
+    const double s = Median(r.step_s);
+    // 6·N for the GEMMs plus causal attention (QKᵀ and PV, forward and backward).
+    const double flops = tokens * (6 * r.matmul_params + 6.0 * r.cfg.n_layers * o.seq * r.cfg.d_model);
+    parts.push_back(absl::StrFormat(
+        "\"%s\": {\"step_ms\": %.1f, \"tokens_per_s\": %.1f, \"model_gflops\": %.2f, "
+        "\"fraction_of_sgemm\": %.3f, \"step_time_vs_vanilla\": %.3f}",
+        r.name, s * 1e3, tokens / s, flops / s / 1e9, flops / s / 1e9 / sgemm, s / vanilla));
+  }
+  std::printf("{\"d_model\": %d, \"layers\": %d, \"seq\": %d, \"batch\": %d, \"rounds\": %d, "
+              "\"threads\": %d, \"blas_coretype\": \"%s\", \"sgemm_gflops\": %.1f, %s}\n",
+              o.d_model, o.layers, o.seq, o.batch, o.rounds, omp_get_max_threads(),
+              getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default", sgemm,
+              absl::StrJoin(parts, ", ").c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace xhc
+
+int main(int argc, char** argv) {
+  xhc::MaybeReexecWithTunedEnv(argv);
+  xhc::Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const int v = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--d_model")) o.d_model = v;
+    else if (!std::strcmp(argv[i], "--layers")) o.layers = v;
+    else if (!std::strcmp(argv[i], "--seq")) o.seq = v;
+    else if (!std::strcmp(argv[i], "--batch")) o.batch = v;
+    else if (!std::strcmp(argv[i], "--rounds")) o.rounds = v;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  return xhc::Main(o);
+}
