@@ -151,7 +151,9 @@ void Controller::Detach(int rank, int64_t epoch, const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   Worker& w = workers_[rank];
   if (w.epoch != epoch) return;  // a replaced worker's old stream
-  if (w.alive && !stopped_) LogWarning("worker rank %d (pid %d) lost: %s", rank, w.pid, why);
+  if (w.alive && !stopped_ && !finished_) {
+    LogWarning("worker rank %d (pid %d) lost: %s", rank, w.pid, why);
+  }
   w.alive = false;
   w.lost_at = Clock::now();
   cv_.notify_all();

@@ -140,6 +140,7 @@ class Controller {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopped_ = false;
+  bool finished_ = false;  // SHUTDOWN sent: workers leaving is expected
   std::vector<Worker> workers_;
   std::map<std::string, std::string> kv_;
   std::map<std::pair<int64_t, int>, proto::StepReport> reports_;  // (step, rank)

@@ -271,6 +271,10 @@ absl::Status Controller::Run() {
   }
   if (status.ok()) status = FinishCheckpoint(/*block=*/true);
   WriteTrace();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+  }
   proto::Command bye;
   bye.set_kind(status.ok() ? proto::Command::SHUTDOWN : proto::Command::ABORT);
   Broadcast(bye);
