@@ -19,7 +19,9 @@ namespace xhc::testing {
 namespace {
 namespace fs = std::filesystem;
 
-constexpr int kSteps = 60;
+// Long enough that a job on an idle machine (about 10 ms a step) is still running when a
+// fault is injected.
+constexpr int kSteps = 200;
 
 std::string Config(const std::string& dir, const std::string& schedule) {
   const std::string corpus = dir + "/corpus.txt";
@@ -57,6 +59,15 @@ std::vector<int> WorkerPids(const std::string& run) {
   return pids;
 }
 
+// Waits until the job in `run` has logged at least `step` steps.
+void WaitForStep(const std::string& run, int step) {
+  const std::string needle = absl::StrCat("\"step\": ", step, ",");
+  for (int i = 0; i < 6000; ++i) {
+    if (ReadText(run + "/metrics.jsonl").find(needle) != std::string::npos) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 std::string FinalState(const std::string& run) {
   std::string all;
   for (const auto& [name, t] : CheckpointTensors(run, kSteps)) {
@@ -87,8 +98,9 @@ TEST_F(Fault, RandomKillsAreRecoveredBitIdentically) {
     const int pid = StartBackground(absl::StrCat(XhcBinary(), " launch --config ",
                                                  Config(dir_, schedule), " --out ", run), job_log);
     int kills = 0;
+    WaitForStep(run, 5 + static_cast<int>(rng() % 20));
     for (int round = 0; round < 3; ++round) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(400 + rng() % 700));
+      if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 500));
       std::vector<int> pids = WorkerPids(run);
       if (pids.empty()) break;
       kill(pids[rng() % pids.size()], SIGKILL);
@@ -106,7 +118,7 @@ TEST_F(Fault, HungWorkerIsDetectedAndReplaced) {
   const std::string run = dir_ + "/hung", job_log = run + ".log";
   const int pid = StartBackground(absl::StrCat(XhcBinary(), " launch --config ",
                                                Config(dir_, "1f1b"), " --out ", run), job_log);
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  WaitForStep(run, 20);
   std::vector<int> pids = WorkerPids(run);
   ASSERT_FALSE(pids.empty());
   const auto stopped_at = std::chrono::steady_clock::now();
@@ -123,9 +135,9 @@ TEST_F(Fault, HungWorkerIsDetectedAndReplaced) {
 TEST_F(Fault, KillDuringCheckpointNeverUsesTheHalfWrittenStep) {
   const std::string want = Reference("1f1b");
   const std::string run = dir_ + "/midckpt", job_log = run + ".log";
-  // Each worker holds its written shard unreported for 1.5 s: the step stays uncommitted.
+  // Each worker holds its written shard unreported for 0.6 s: the step stays uncommitted.
   const int pid = StartBackground(
-      absl::StrCat("env XHC_FAULT_CHECKPOINT_DELAY_MS=1500 ", XhcBinary(), " launch --config ",
+      absl::StrCat("env XHC_FAULT_CHECKPOINT_DELAY_MS=600 ", XhcBinary(), " launch --config ",
                    Config(dir_, "1f1b"), " --out ", run), job_log);
   // Wait until step 10's shards exist but its manifest does not, then kill a worker.
   const std::string step10 = run + "/checkpoints/step-000010";
@@ -150,10 +162,12 @@ TEST_F(Fault, CorruptCheckpointsAreNamedAndSkipped) {
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", run), log_),
             0) << ReadText(log_);
   const std::string ck = run + "/checkpoints";
-  // keep = 3 left steps 40, 50 and 60 (LATEST). Flip a byte of a step-60 shard and truncate
-  // step 50's manifest; step 40 stays intact.
+  // keep = 3 left steps 180, 190 and 200 (LATEST). Flip a byte of a step-200 shard and
+  // truncate step 190's manifest; step 180 stays intact.
+  const std::string last = ck + "/step-000200", middle = ck + "/step-000190",
+                    oldest = ck + "/step-000180";
   std::string shard;
-  for (const auto& e : fs::directory_iterator(ck + "/step-000060")) {
+  for (const auto& e : fs::directory_iterator(last)) {
     if (e.path().extension() == ".safetensors") shard = e.path().string();
   }
   {
@@ -161,26 +175,25 @@ TEST_F(Fault, CorruptCheckpointsAreNamedAndSkipped) {
     f.seekp(200);
     f.put('\x42');
   }
-  fs::resize_file(ck + "/step-000050/MANIFEST.json", 40);
+  fs::resize_file(middle + "/MANIFEST.json", 40);
   const std::string vlog = dir_ + "/verify.log";
-  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000060"), vlog), 0);
+  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", last), vlog), 0);
   EXPECT_NE(ReadText(vlog).find(fs::path(shard).filename().string()), std::string::npos)
       << ReadText(vlog);
-  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000050"), vlog), 0);
+  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", middle), vlog), 0);
   EXPECT_NE(ReadText(vlog).find("MANIFEST.json"), std::string::npos);
-  EXPECT_EQ(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000040"), vlog), 0);
-  // Resume falls back to step 40, warning about each skipped step, and ends exactly like the
-  // uninterrupted run (step 60 is written again).
+  EXPECT_EQ(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", oldest), vlog), 0);
+  // Resume falls back to step 180, warning about each skipped step, and ends exactly like
+  // the uninterrupted run (step 200 is written again).
   const std::string rlog = dir_ + "/resume.log";
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", run), rlog), 0)
       << ReadText(rlog);
-  EXPECT_NE(ReadText(rlog).find("skipping " + ck + "/step-000060"), std::string::npos)
-      << ReadText(rlog);
-  EXPECT_NE(ReadText(rlog).find("continuing from " + ck + "/step-000040"), std::string::npos);
+  EXPECT_NE(ReadText(rlog).find("skipping " + last), std::string::npos) << ReadText(rlog);
+  EXPECT_NE(ReadText(rlog).find("continuing from " + oldest), std::string::npos);
   EXPECT_TRUE(FinalState(run) == want);
   // A deleted shard is named too.
   fs::remove(shard);
-  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", ck + "/step-000060"), vlog), 0);
+  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " ckpt verify ", last), vlog), 0);
   EXPECT_NE(ReadText(vlog).find("shard missing"), std::string::npos) << ReadText(vlog);
 }
 
