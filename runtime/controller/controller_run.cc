@@ -263,6 +263,16 @@ absl::Status Controller::Run() {
       break;
     }
     absl::StatusOr<int64_t> resumed = Recover(s, step);
+    // Another worker can die while the job is recovering: recover again (the restart budget
+    // bounds this). Exhausted restarts (kFailedPrecondition) or a stop end the job.
+    for (int attempt = 1; attempt <= config_.fault.max_restarts && !resumed.ok() &&
+                           (absl::IsUnavailable(resumed.status()) ||
+                            absl::IsDeadlineExceeded(resumed.status()) ||
+                            absl::IsInternal(resumed.status()));
+         ++attempt) {
+      LogWarning("recovery attempt %d failed: %s", attempt, resumed.status().message());
+      resumed = Recover(resumed.status(), step);
+    }
     if (!resumed.ok()) {
       status = resumed.status();
       break;

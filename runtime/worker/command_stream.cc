@@ -27,9 +27,9 @@ void CommandStream::SetProgressSource(std::function<int64_t()> progress) {
   progress_ = std::move(progress);
 }
 
-void CommandStream::SetAbortHook(std::function<void()> hook) {
+void CommandStream::SetCommandHook(std::function<void(const proto::Command&)> hook) {
   std::lock_guard<std::mutex> lock(mu_);
-  abort_hook_ = std::move(hook);
+  command_hook_ = std::move(hook);
 }
 
 void CommandStream::HeartbeatLoop() {
@@ -49,14 +49,12 @@ void CommandStream::HeartbeatLoop() {
 void CommandStream::ReadLoop() {
   proto::Command cmd;
   while (stream_->Read(&cmd)) {
-    if (cmd.kind() == proto::Command::ABORT) {
-      std::function<void()> hook;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        hook = abort_hook_;
-      }
-      if (hook) hook();
+    std::function<void(const proto::Command&)> hook;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hook = command_hook_;
     }
+    if (hook) hook(cmd);
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(cmd);
     cv_.notify_all();

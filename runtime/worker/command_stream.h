@@ -32,8 +32,9 @@ class CommandStream {
   // Sends a step/checkpoint report (unary RPC).
   absl::Status Report(const proto::StepReport& report);
   void SetProgressSource(std::function<int64_t()> progress);
-  // Called on the reader thread as soon as an ABORT command arrives (before it is queued).
-  void SetAbortHook(std::function<void()> hook);
+  // Called on the reader thread for every command as soon as it arrives (before it is
+  // queued): lets an ABORT interrupt a step or a rendezvous that is blocked right now.
+  void SetCommandHook(std::function<void(const proto::Command&)> hook);
   void SetStep(int64_t step) { step_ = step; }
 
  private:
@@ -52,7 +53,7 @@ class CommandStream {
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> step_{0};
   std::function<int64_t()> progress_;
-  std::function<void()> abort_hook_;
+  std::function<void(const proto::Command&)> command_hook_;
   std::thread heartbeat_, reader_;
 };
 

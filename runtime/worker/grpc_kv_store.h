@@ -4,6 +4,7 @@
 // KvStore backed by the controller's KvSet/KvGet RPCs: the gloo rendezvous of a job needs
 // nothing but the controller's address.
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,9 @@ class GrpcKvStore : public KvStore {
  public:
   GrpcKvStore(proto::Controller::Stub* stub, std::string token)
       : stub_(stub), token_(std::move(token)) {}
+  // Get gives up with kAborted as soon as `cancelled` returns true (checked every 0.5 s):
+  // a rendezvous for a generation the controller already abandoned must not block the next.
+  void SetCancelled(std::function<bool()> cancelled) { cancelled_ = std::move(cancelled); }
   absl::Status Set(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::vector<std::string>> Get(const std::vector<std::string>& keys,
                                                absl::Duration timeout) override;
@@ -23,6 +27,7 @@ class GrpcKvStore : public KvStore {
  private:
   proto::Controller::Stub* stub_;
   std::string token_;
+  std::function<bool()> cancelled_;
 };
 
 }  // namespace xhc::worker

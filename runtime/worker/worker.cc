@@ -153,7 +153,11 @@ absl::Status RunWorker(const WorkerOptions& o) {
   CommandStream commands(stub.get(), o.token, rank);
   // An ABORT must interrupt a step blocked on a dead peer: the reader thread fails the
   // transport at once, and the main loop tears the data plane down when it sees the command.
-  commands.SetAbortHook([&] {
+  // The newest generation the controller has announced: a RESUME for an older one is stale.
+  std::atomic<int> latest_generation{0};
+  commands.SetCommandHook([&](const proto::Command& cmd) {
+    if (cmd.generation() > latest_generation.load()) latest_generation = cmd.generation();
+    if (cmd.kind() != proto::Command::ABORT) return;
     std::lock_guard<std::mutex> lock(dp_mu);
     if (dp.transport) dp.transport->Abort();
   });
@@ -183,7 +187,11 @@ absl::Status RunWorker(const WorkerOptions& o) {
         std::lock_guard<std::mutex> lock(dp_mu);
         dp.Reset();
       }
-      // Built outside the lock (the rendezvous can take a while), then published.
+      if (cmd.generation() < latest_generation.load()) continue;  // superseded already
+      // Built outside the lock (the rendezvous can take a while), then published. A newer
+      // generation announced meanwhile abandons this rendezvous.
+      const int gen = cmd.generation();
+      kv.SetCancelled([&latest_generation, gen] { return latest_generation.load() > gen; });
       DataPlane fresh;
       absl::Status s = BuildDataPlane(cmd, reg, o, config, plan, corpus, &kv, &fresh);
       {

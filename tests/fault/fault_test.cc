@@ -100,7 +100,9 @@ TEST_F(Fault, RandomKillsAreRecoveredBitIdentically) {
     int kills = 0;
     WaitForStep(run, 5 + static_cast<int>(rng() % 20));
     for (int round = 0; round < 3; ++round) {
-      if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 500));
+      // Intervals down to 100 ms: a kill can land while the job is still recovering from the
+      // previous one (then the replacement process dies), which must be recovered too.
+      if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 600));
       std::vector<int> pids = WorkerPids(run);
       if (pids.empty()) break;
       kill(pids[rng() % pids.size()], SIGKILL);
