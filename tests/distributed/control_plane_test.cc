@@ -1,7 +1,9 @@
 // The control plane with real processes: a controller refuses a wrong job token and a
 // worker started from a different model config; a worker on a second network address (its
 // own network namespace, joined by a veth pair) joins and trains.
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +44,10 @@ Job StartController(const std::string& name, const std::string& listen_host) {
       absl::StrCat(XhcBinary(), " controller --config ", job.config, " --listen ", job.addr,
                    " --out ", job.dir, "/run --token-file ", job.dir, "/token"),
       job.log);
+  // Workers read the token file the controller creates: start them only once it exists.
+  for (int i = 0; i < 3000 && ReadText(job.dir + "/token").empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   return job;
 }
 
