@@ -18,14 +18,14 @@
 namespace xhc::cli {
 namespace {
 
-absl::Status DumpGrads(model::StageModel* model, const model::ParamSetT<float>& params,
+absl::Status DumpGrads(model::StageModel* model, model::ParamSetT<float>& params,
                        const TokenBatch& batch, const std::string& path) {
   ASSIGN_OR_RETURN(double loss, model->Forward(0, batch.batch, batch.inputs.data(),
                                                batch.targets.data(), nullptr, nullptr));
   (void)loss;
   RETURN_IF_ERROR(model->BackwardInput(0, 1.0, nullptr, nullptr));
   RETURN_IF_ERROR(model->BackwardWeight(0));
-  const_cast<model::ParamSetT<float>&>(params).FinalizeGrads();
+  params.FinalizeGrads();
   std::vector<TensorView> views;
   for (const auto& p : params.all()) views.push_back({p->name, p->shape, p->grad.data()});
   return WriteFileAtomic(path, EncodeSafetensors(views, {{"format", "pt"}}));
