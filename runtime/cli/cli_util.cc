@@ -1,6 +1,7 @@
 #include "runtime/cli/cli_util.h"
 
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,15 @@ absl::StatusOr<Flags> ParseFlagsOrHelp(const std::string& command, const std::st
     }
   }
   return Flags::Parse(args, specs);
+}
+
+std::string DefaultRunDir(const std::string& kind) {
+  std::time_t now = std::time(nullptr);
+  std::tm tm_buf;
+  localtime_r(&now, &tm_buf);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm_buf);
+  return absl::StrCat("runs/", kind, "-", stamp);
 }
 
 int Fail(const std::string& command, const absl::Status& status) {

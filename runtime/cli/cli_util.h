@@ -25,6 +25,9 @@ int Fail(const std::string& command, const absl::Status& status);
 // LATEST of DIR or of DIR/checkpoints.
 absl::StatusOr<std::string> ResolveCheckpointDir(const std::string& dir);
 
+// "runs/<kind>-YYYYmmdd-HHMMSS": where a run goes when --out is not given.
+std::string DefaultRunDir(const std::string& kind);
+
 }  // namespace xhc::cli
 
 #endif  // XHC_RUNTIME_CLI_CLI_UTIL_H_

@@ -1,11 +1,9 @@
 // xhc launch | controller | worker | status: the distributed job's commands.
 #include <csignal>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <thread>
 
-#include "absl/strings/str_format.h"
 #include "proto/xhc.grpc.pb.h"
 #include "runtime/cli/cli_util.h"
 #include "runtime/cli/commands.h"
@@ -18,15 +16,6 @@
 
 namespace xhc::cli {
 namespace {
-
-std::string DefaultRunDir() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm_buf;
-  localtime_r(&now, &tm_buf);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm_buf);
-  return absl::StrFormat("runs/launch-%s", stamp);
-}
 
 absl::Status Launch(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
@@ -47,7 +36,7 @@ absl::Status Launch(const std::vector<std::string>& args) {
     o.out_dir = flags.Get("resume");
     if (config_path.empty()) config_path = o.out_dir + "/config.yaml";
   } else {
-    o.out_dir = flags.Get("out", DefaultRunDir());
+    o.out_dir = flags.Get("out", DefaultRunDir("launch"));
   }
   if (config_path.empty()) return absl::InvalidArgumentError("missing required flag --config");
   ASSIGN_OR_RETURN(Config config, LoadConfigFile(config_path));

@@ -1,8 +1,6 @@
 // xhc train --config FILE [--steps N] [--out DIR] [--resume]
 #include <cstdio>
-#include <ctime>
 
-#include "absl/strings/str_format.h"
 #include "runtime/cli/cli_util.h"
 #include "runtime/cli/commands.h"
 #include "runtime/common/config.h"
@@ -11,15 +9,6 @@
 
 namespace xhc::cli {
 namespace {
-
-std::string DefaultRunDir(const std::string& kind) {
-  std::time_t now = std::time(nullptr);
-  std::tm tm_buf;
-  localtime_r(&now, &tm_buf);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm_buf);
-  return absl::StrFormat("runs/%s-%s", kind, stamp);
-}
 
 absl::Status Train(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,

@@ -111,6 +111,15 @@ std::map<std::string, Tensor> CheckpointTensors(const std::string& run_dir, int 
   return c.ok() ? c->tensors : std::map<std::string, Tensor>{};
 }
 
+std::string CheckpointFingerprint(const std::string& run_dir, int step) {
+  std::string all;
+  for (const auto& [name, t] : CheckpointTensors(run_dir, step)) {
+    all += name;
+    all.append(reinterpret_cast<const char*>(t.values.data()), t.values.size() * sizeof(float));
+  }
+  return all;
+}
+
 double RelativeDiff(const Tensor& a, const Tensor& b) {
   if (a.values.size() != b.values.size()) return INFINITY;
   double diff = 0, scale = 1e-3;

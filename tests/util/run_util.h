@@ -43,6 +43,10 @@ std::vector<std::string> MicrobatchLosses(const std::string& run_dir);
 // Tensors of the committed checkpoint of `step` under run_dir/checkpoints.
 std::map<std::string, Tensor> CheckpointTensors(const std::string& run_dir, int step);
 
+// Every tensor name and its raw bytes of the step's checkpoint, concatenated: equal strings
+// mean bit-identical checkpoints ("" when it cannot be loaded).
+std::string CheckpointFingerprint(const std::string& run_dir, int step);
+
 // max |a - b| / max(max |a|, 1e-3) over one tensor.
 double RelativeDiff(const Tensor& a, const Tensor& b);
 
