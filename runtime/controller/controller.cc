@@ -272,6 +272,9 @@ absl::Status Controller::WaitForWorkers() {
     if (!startup_failure_.empty()) {
       const std::string why = startup_failure_;
       startup_failure_.clear();
+      // At the job's start this is fatal (a bad install or config). During a recovery it is
+      // one more lost worker (a replacement killed before it joined): recoverable.
+      if (generation_ > 0) return absl::UnavailableError(why);
       return absl::FailedPreconditionError(why);
     }
     RETURN_IF_ERROR(FirstDeadWorker());
