@@ -27,6 +27,7 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
   std::vector<float>& tmp = tmp_s;
   A.resize(static_cast<size_t>(n) * R), tmp.resize(static_cast<size_t>(R) * D);
   const float alpha = P.pre_alpha[0];
+  float pre_alpha = 0;
   for (int tok = 0; tok < n; ++tok) {
     const float* dz = cache.dz_proj.data() + static_cast<size_t>(tok) * 2 * N;
     float* a = A.data() + static_cast<size_t>(tok) * R;
@@ -60,8 +61,9 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
     float pbias = 0;
     for (int tok = 0; tok < n; ++tok) pbias += cache.dz_proj[static_cast<size_t>(tok) * 2 * N + N + i];
     G.pre_bias[i] += pbias;
-    G.pre_alpha[0] += galpha;
+    pre_alpha += galpha;
   }
+  G.pre_alpha[0] += pre_alpha;  // once per call, like every other element
 }
 
 // res.* and post.* from the stashed dz of the map pre-activations.
@@ -80,6 +82,7 @@ void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
     }
   }
   cpu::DeterministicSgemm(true, false, Q, Da, n, A.data(), Q, cache.xa.data(), Da, 0.0f, tmp.data(), Da);
+  float res_alpha = 0, post_alpha = 0;
   for (int q = 0; q < Q; ++q) {
     const bool res = q < kk;
     const int row = res ? q : q - kk;
@@ -93,8 +96,10 @@ void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
       galpha += dz * cache.rstd_a[tok] * cache.map_raw[static_cast<size_t>(tok) * Q + q];
     }
     (res ? G.res_bias : G.post_bias)[row] += bias;
-    (res ? G.res_alpha : G.post_alpha)[0] += galpha;
+    (res ? res_alpha : post_alpha) += galpha;
   }
+  G.res_alpha[0] += res_alpha;  // once per call, like every other element
+  G.post_alpha[0] += post_alpha;
 }
 
 // One channel block [c0, c1) of the conv weight sums, tokens in order.
