@@ -17,19 +17,21 @@ absl::Status Invalid(const std::string& key, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(key, ": ", why));
 }
 
+absl::StatusOr<ResidualType> ParseResidualType(const std::string& key, const std::string& name) {
+  if (name == "vanilla") return ResidualType::kVanilla;
+  if (name == "hc") return ResidualType::kHc;
+  if (name == "mhc") return ResidualType::kMhc;
+  if (name == "xhc") return ResidualType::kXhc;
+  if (name == "xhc_flash") return ResidualType::kXhcFlash;
+  return Invalid(key, absl::StrCat("unknown residual type '", name,
+                                   "' (expected vanilla, hc, mhc, xhc or xhc_flash)"));
+}
+
+// Type-dependent defaults (model-spec.md section 1) are applied only to keys not given.
 absl::Status ReadResidual(ConfigReader& r, ResidualConfig* res) {
   std::string type = ResidualTypeName(res->type);
   RETURN_IF_ERROR(r.Get("type", &type));
-  if (type == "vanilla") {
-    res->type = ResidualType::kVanilla;
-  } else if (type == "mhc") {
-    res->type = ResidualType::kMhc;
-  } else if (type == "xhc") {
-    res->type = ResidualType::kXhc;
-  } else {
-    return Invalid(r.Key("type"), absl::StrCat("unknown residual type '", type,
-                                               "' (expected vanilla, mhc or xhc)"));
-  }
+  ASSIGN_OR_RETURN(res->type, ParseResidualType(r.Key("type"), type));
   const bool has_streams = r.Has("n_streams");
   RETURN_IF_ERROR(r.Get("n_streams", &res->n_streams));
   if (res->type == ResidualType::kVanilla) {
@@ -37,14 +39,31 @@ absl::Status ReadResidual(ConfigReader& r, ResidualConfig* res) {
       return Invalid(r.Key("n_streams"), "vanilla residual has exactly 1 stream");
     }
     res->n_streams = 1;
-  } else if (res->type == ResidualType::kMhc && !has_streams) {
+  } else if ((res->type == ResidualType::kMhc || res->type == ResidualType::kHc) &&
+             !has_streams) {
     res->n_streams = 4;
   }
   RETURN_IF_ERROR(r.Get("n_active", &res->n_active));
   RETURN_IF_ERROR(r.Get("n_fixed", &res->n_fixed));
+  const bool has_conv = r.Has("conv_kernels");
   RETURN_IF_ERROR(r.Get("conv_kernels", &res->conv_kernels));
+  if (res->type == ResidualType::kHc) {
+    if (has_conv) {
+      return Invalid(r.Key("conv_kernels"),
+                     "hc has no temporal convolutions (use mhc with conv_kernels for the "
+                     "convolution ablation)");
+    }
+    res->conv_kernels.clear();
+  } else if (res->type == ResidualType::kMhc && !has_conv) {
+    res->conv_kernels.clear();
+  }
   RETURN_IF_ERROR(r.Get("gram_schmidt", &res->gram_schmidt));
   RETURN_IF_ERROR(r.Get("sinkhorn_iters", &res->sinkhorn_iters));
+  const bool has_window = r.Has("window");
+  RETURN_IF_ERROR(r.Get("window", &res->window));
+  if (has_window && res->type != ResidualType::kXhcFlash) {
+    return Invalid(r.Key("window"), "only xhc_flash has a window");
+  }
   return r.Finish();
 }
 
@@ -167,10 +186,14 @@ std::string ResidualTypeName(ResidualType type) {
   switch (type) {
     case ResidualType::kVanilla:
       return "vanilla";
+    case ResidualType::kHc:
+      return "hc";
     case ResidualType::kMhc:
       return "mhc";
     case ResidualType::kXhc:
       return "xhc";
+    case ResidualType::kXhcFlash:
+      return "xhc_flash";
   }
   return "?";
 }

@@ -13,16 +13,19 @@
 
 namespace xhc {
 
-enum class ResidualType { kVanilla, kMhc, kXhc };
+enum class ResidualType { kVanilla, kHc, kMhc, kXhc, kXhcFlash };
 
 struct ResidualConfig {
   ResidualType type = ResidualType::kXhc;
-  int n_streams = 16;   // N (vanilla forces 1; mhc defaults to 4)
-  int n_active = 4;     // k (mhc: k = N)
-  int n_fixed = 2;      // m (mhc: m = N)
-  std::vector<int> conv_kernels = {4, 8, 12};  // MLP sublayers, xhc only
+  int n_streams = 16;   // N (vanilla forces 1; hc and mhc default to 4)
+  int n_active = 4;     // k (xhc, xhc_flash; mhc and hc: k = N)
+  int n_fixed = 2;      // m (xhc, xhc_flash)
+  // MLP sublayers: xhc and xhc_flash default to {4, 8, 12}, mhc to {} (set: the "mHC +
+  // convolution" ablation); hc has none (setting it is an error).
+  std::vector<int> conv_kernels = {4, 8, 12};
   bool gram_schmidt = true;
   int sinkhorn_iters = 20;
+  int window = 2;  // xhc_flash: sublayers sharing one routing decision (2 or 4)
 };
 
 struct ModelConfig {
@@ -108,7 +111,7 @@ absl::StatusOr<ModelConfig> ParseModelOnly(const std::string& yaml_text);
 // that depend on other fields (d_ff, mhc's N). Called by ParseConfig.
 absl::Status ValidateModel(ModelConfig& model);
 
-// The residual type as written in YAML ("vanilla", "mhc", "xhc").
+// The residual type as written in YAML ("vanilla", "hc", "mhc", "xhc", "xhc_flash").
 std::string ResidualTypeName(ResidualType type);
 
 // Serialises the resolved model config back to a YAML `model:` block (for manifests).

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/common/config.h"
+#include "runtime/common/status_macros.h"
 
 // Cross-field checks of the model block (model-spec.md section 1), kept apart from parsing.
 namespace xhc {
@@ -17,11 +18,24 @@ absl::Status ValidateResidual(const ResidualConfig& r) {
   if (r.sinkhorn_iters < 1) return Invalid("residual.sinkhorn_iters", "must be >= 1");
   if (r.type == ResidualType::kVanilla) return absl::OkStatus();
   if (r.n_streams < 1) return Invalid("residual.n_streams", "must be >= 1");
+  if (r.n_streams > 256) return Invalid("residual.n_streams", "must be <= 256");
+  for (int width : r.conv_kernels) {
+    if (width < 1 || width > 1024) {
+      return Invalid("residual.conv_kernels", absl::StrCat("width ", width, " not in [1, 1024]"));
+    }
+  }
+  if (r.conv_kernels.size() > 32) return Invalid("residual.conv_kernels", "at most 32 kernels");
+  if (r.type == ResidualType::kHc) return absl::OkStatus();
   if (r.type == ResidualType::kMhc) {
     if (r.n_streams < 2) return Invalid("residual.n_streams", "mhc needs at least 2 streams");
+    if (r.n_streams > 16) {
+      return Invalid("residual.n_streams", "mhc mixes all N streams: N must be <= 16");
+    }
     return absl::OkStatus();
   }
-  if (r.n_streams == 1) return Invalid("residual.n_streams", "xhc needs N > 1");
+  if (r.n_streams == 1) {
+    return Invalid("residual.n_streams", absl::StrCat(ResidualTypeName(r.type), " needs N > 1"));
+  }
   if (r.n_active < 1 || r.n_active > r.n_streams) {
     return Invalid("residual.n_active",
                    absl::StrFormat("k = %d must be in [1, n_streams = %d]", r.n_active,
@@ -31,10 +45,24 @@ absl::Status ValidateResidual(const ResidualConfig& r) {
     return Invalid("residual.n_fixed", absl::StrFormat("m = %d must be in [0, n_active = %d]",
                                                        r.n_fixed, r.n_active));
   }
-  for (int width : r.conv_kernels) {
-    if (width < 1 || width > 1024) {
-      return Invalid("residual.conv_kernels", absl::StrCat("width ", width, " not in [1, 1024]"));
-    }
+  if (r.n_active > 16) return Invalid("residual.n_active", "k must be <= 16");
+  return absl::OkStatus();
+}
+
+// xhc_flash windows: 2 or 4 sublayers, tiling the 2 * n_layers sublayers exactly.
+absl::Status ValidateWindow(const ModelConfig& m) {
+  const ResidualConfig& r = m.residual;
+  if (r.type != ResidualType::kXhcFlash) return absl::OkStatus();
+  if (r.window != 2 && r.window != 4) {
+    return Invalid("residual.window",
+                   absl::StrCat(r.window, " is not a valid window (2: xHC-Flash, one block; 4: "
+                                          "xHC-Flash-4sub, two blocks)"));
+  }
+  if ((2 * m.n_layers) % r.window != 0) {
+    return Invalid("residual.window",
+                   absl::StrFormat("window %d does not tile the %d sublayers of n_layers = %d "
+                                   "(use an even n_layers, or window: 2)",
+                                   r.window, 2 * m.n_layers, m.n_layers));
   }
   return absl::OkStatus();
 }
@@ -62,7 +90,8 @@ absl::Status ValidateModel(ModelConfig& m) {
   if (m.seq_len < 1) return Invalid("seq_len", "must be >= 1");
   if (!(m.rope_theta > 0)) return Invalid("rope_theta", "must be > 0");
   if (!(m.norm_eps > 0)) return Invalid("norm_eps", "must be > 0");
-  return ValidateResidual(m.residual);
+  RETURN_IF_ERROR(ValidateResidual(m.residual));
+  return ValidateWindow(m);
 }
 
 std::string ModelConfigToYaml(const ModelConfig& m) {
@@ -74,7 +103,9 @@ std::string ModelConfigToYaml(const ModelConfig& m) {
       "    conv_kernels: [%s]\n    gram_schmidt: %s\n    sinkhorn_iters: %d\n",
       m.vocab_size, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.d_ff, m.seq_len,
       m.rope_theta, m.norm_eps, ResidualTypeName(r.type), r.n_streams, r.n_active, r.n_fixed,
-      absl::StrJoin(r.conv_kernels, ", "), r.gram_schmidt ? "true" : "false", r.sinkhorn_iters);
+      absl::StrJoin(r.conv_kernels, ", "), r.gram_schmidt ? "true" : "false", r.sinkhorn_iters) +
+         (r.type == ResidualType::kXhcFlash ? absl::StrFormat("    window: %d\n", r.window)
+                                            : std::string());
 }
 
 std::string ModelConfigHash(const ModelConfig& m) {

@@ -10,7 +10,16 @@
 namespace xhc::model {
 namespace {
 
-ModelConfig Tiny(ResidualType type) {
+// One residual variant of the tiny model.
+struct Variant {
+  const char* name;
+  ResidualType type;
+  int n_streams;
+  std::vector<int> conv_kernels;
+  int window = 2;
+};
+
+ModelConfig Tiny(const Variant& v) {
   ModelConfig c;
   c.vocab_size = 11;
   c.d_model = 8;
@@ -19,12 +28,13 @@ ModelConfig Tiny(ResidualType type) {
   c.n_kv_heads = 1;
   c.d_ff = 12;
   c.seq_len = 5;
-  c.residual.type = type;
-  c.residual.n_streams = type == ResidualType::kVanilla ? 1 : (type == ResidualType::kMhc ? 3 : 6);
+  c.residual.type = v.type;
+  c.residual.n_streams = v.n_streams;
   c.residual.n_active = 3;
   c.residual.n_fixed = 1;
-  c.residual.conv_kernels = {2, 3};
+  c.residual.conv_kernels = v.conv_kernels;
   c.residual.sinkhorn_iters = 4;
+  c.residual.window = v.window;
   absl::Status s = ValidateModel(c);
   EXPECT_TRUE(s.ok()) << s;
   return c;
@@ -60,7 +70,7 @@ double Loss(StageModelT<double>& m, const Batch& b) {
   return *m.ForwardOnly(b.B, b.tokens.data(), b.targets.data(), nullptr, nullptr, nullptr);
 }
 
-class ModelGrad : public ::testing::TestWithParam<ResidualType> {};
+class ModelGrad : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(ModelGrad, MatchesFiniteDifferencesInDouble) {
   const ModelConfig cfg = Tiny(GetParam());
@@ -121,10 +131,14 @@ TEST_P(ModelGrad, FloatModelMatchesDoubleModel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Residuals, ModelGrad,
-                         ::testing::Values(ResidualType::kVanilla, ResidualType::kMhc,
-                                           ResidualType::kXhc),
-                         [](const auto& info) { return ResidualTypeName(info.param); });
+INSTANTIATE_TEST_SUITE_P(
+    Residuals, ModelGrad,
+    ::testing::Values(Variant{"vanilla", ResidualType::kVanilla, 1, {}},
+                      Variant{"hc", ResidualType::kHc, 3, {}},
+                      Variant{"mhc", ResidualType::kMhc, 3, {}},
+                      Variant{"mhc_conv", ResidualType::kMhc, 3, {2, 3}},
+                      Variant{"xhc", ResidualType::kXhc, 6, {2, 3}}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace xhc::model

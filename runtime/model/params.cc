@@ -1,6 +1,7 @@
 #include "runtime/model/params.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -28,28 +29,56 @@ double NormalAt(uint64_t key, int64_t i) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
+// Window position of sublayer q = 2l + is_mlp under xhc_flash (spec 4.5); 0 otherwise.
+int WindowPos(const ResidualConfig& r, int layer, bool is_mlp) {
+  return r.type == ResidualType::kXhcFlash ? (2 * layer + (is_mlp ? 1 : 0)) % r.window : 0;
+}
+
+// hc (spec 4.4): per-stream maps from one [1, C] (pre, post) or [N, C] (res) weight.
+template <typename T>
+void AddHcOriginal(const ModelConfig& cfg, const std::string& p, ParamSetT<T>* ps) {
+  const int64_t N = cfg.residual.n_streams, C = cfg.d_model;
+  ps->Add(p + "pre.weight", {1, C}, true);
+  ps->Add(p + "pre.bias", {N}, false);
+  ps->Add(p + "pre.alpha", {}, false);
+  ps->Add(p + "res.weight", {N, C}, true);
+  ps->Add(p + "res.bias", {N * N}, false);
+  ps->Add(p + "res.alpha", {}, false);
+  ps->Add(p + "post.weight", {1, C}, true);
+  ps->Add(p + "post.bias", {N}, false);
+  ps->Add(p + "post.alpha", {}, false);
+}
+
+// mhc, xhc, xhc_flash (spec 4.2, 4.3, 4.5).
 template <typename T>
 void AddHc(const ModelConfig& cfg, int layer, bool is_mlp, ParamSetT<T>* ps) {
   const ResidualConfig& r = cfg.residual;
-  const int64_t N = r.n_streams, C = cfg.d_model;
-  const bool xhc = r.type == ResidualType::kXhc;
-  const int64_t k = xhc ? r.n_active : N;
-  const int64_t K = (xhc && is_mlp) ? 1 + static_cast<int64_t>(r.conv_kernels.size()) : 1;
   const std::string p = HcPrefix(layer, is_mlp);
-  if (xhc) {
+  if (r.type == ResidualType::kHc) return AddHcOriginal(cfg, p, ps);
+  const int64_t N = r.n_streams, C = cfg.d_model;
+  const bool mhc = r.type == ResidualType::kMhc;
+  const bool flash = r.type == ResidualType::kXhcFlash;
+  const int pos = WindowPos(r, layer, is_mlp);
+  const bool router = r.type == ResidualType::kXhc || (flash && pos == 0);
+  const bool res = !flash || pos == r.window - 1;
+  const int64_t k = mhc ? N : r.n_active;
+  const int64_t K = is_mlp ? 1 + static_cast<int64_t>(r.conv_kernels.size()) : 1;
+  if (router) {
     ps->Add(p + "router.weight", {N, N * C}, true);
     ps->Add(p + "router.bias", {N}, false);
   }
   ps->Add(p + "pre.weight", {N, N * C}, true);
   ps->Add(p + "pre.bias", {N}, false);
   ps->Add(p + "pre.alpha", {}, false);
-  ps->Add(p + "res.weight", {k * k, k * C}, true);
-  ps->Add(p + "res.bias", {k * k}, false);
-  ps->Add(p + "res.alpha", {}, false);
+  if (res) {
+    ps->Add(p + "res.weight", {k * k, k * C}, true);
+    ps->Add(p + "res.bias", {k * k}, false);
+    ps->Add(p + "res.alpha", {}, false);
+  }
   ps->Add(p + "post.weight", {k * K, k * C}, true);
   ps->Add(p + "post.bias", {k * K}, false);
   ps->Add(p + "post.alpha", {}, false);
-  if (xhc && is_mlp) {
+  if (is_mlp) {
     for (size_t j = 0; j < r.conv_kernels.size(); ++j) {
       ps->Add(absl::StrCat(p, "conv.", j, ".weight"), {r.conv_kernels[j], C}, false);
     }
@@ -75,9 +104,37 @@ void AddLayer(const ModelConfig& cfg, int l, ParamSetT<T>* ps) {
   ps->Add(p + "mlp.w2.weight", {C, F}, true);
 }
 
+// Spec 4.4's init of an hc sublayer's maps (`name` = layers.{l}.{attn,mlp}_hc.*): weights 0,
+// alpha 0.01, pre.bias one-hot at q mod N (q = 2l, or 2l+1 for the MLP), post.bias 1, res.bias
+// the identity. Returns false for other names.
+bool InitHcOriginal(const ModelConfig& cfg, const std::string& name, std::vector<double>* out) {
+  int layer = 0, consumed = 0;
+  if (std::sscanf(name.c_str(), "layers.%d.%n", &layer, &consumed) != 1 || consumed == 0) {
+    return false;
+  }
+  const std::string rest = name.substr(static_cast<size_t>(consumed));
+  const bool mlp = absl::StartsWith(rest, "mlp_hc.");
+  if (!mlp && !absl::StartsWith(rest, "attn_hc.")) return false;
+  std::vector<double>& v = *out;
+  const int64_t N = cfg.residual.n_streams;
+  const int64_t q = 2 * layer + (mlp ? 1 : 0);
+  std::fill(v.begin(), v.end(), 0.0);
+  if (absl::EndsWith(name, ".alpha")) {
+    v[0] = 0.01;
+  } else if (absl::EndsWith(name, "pre.bias")) {
+    v[q % N] = 1.0;
+  } else if (absl::EndsWith(name, "post.bias")) {
+    std::fill(v.begin(), v.end(), 1.0);
+  } else if (absl::EndsWith(name, "res.bias")) {
+    for (int64_t i = 0; i < N; ++i) v[i * N + i] = 1.0;
+  }
+  return true;
+}
+
 // Spec section 5: the initial value of every element of `name`.
 void InitOne(const ModelConfig& cfg, uint64_t seed, const std::string& name,
              std::vector<double>* out) {
+  if (cfg.residual.type == ResidualType::kHc && InitHcOriginal(cfg, name, out)) return;
   const double residual_std = 0.02 / std::sqrt(2.0 * cfg.n_layers);
   std::vector<double>& v = *out;
   auto fill = [&](double value) { std::fill(v.begin(), v.end(), value); };

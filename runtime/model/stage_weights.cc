@@ -22,33 +22,53 @@ ParamT<T>* Must(const ParamSetT<T>& ps, const std::string& name) {
 }
 
 template <typename T>
+void Bind(const ParamSetT<T>& ps, const std::string& name, const T** value, T** grad) {
+  ParamT<T>* param = Must(ps, name);
+  *value = param->value.data();
+  *grad = param->grad.data();
+}
+
+template <typename T>
 HcWeights<T> ResolveHc(const ModelConfig& cfg, int layer, bool is_mlp, const ParamSetT<T>& ps) {
   HcWeights<T> w;
-  w.config = MakeXhcConfig(cfg, is_mlp);
+  w.config = MakeXhcConfig(cfg, layer, is_mlp);
+  const kernels::XhcConfig& kc = w.config;
   const std::string p = HcPrefix(layer, is_mlp);
   auto bind = [&](const std::string& name, const T** value, T** grad) {
-    ParamT<T>* param = Must(ps, p + name);
-    *value = param->value.data();
-    *grad = param->grad.data();
+    Bind(ps, p + name, value, grad);
   };
-  if (cfg.residual.type == ResidualType::kXhc) {
+  const bool flash = kc.type == kernels::ResidualType::kXhcFlash;
+  if (kc.type == kernels::ResidualType::kXhc || (flash && kc.window_pos == 0)) {
     bind("router.weight", &w.params.router_weight, &w.grads.router_weight);
     bind("router.bias", &w.params.router_bias, &w.grads.router_bias);
   }
   bind("pre.weight", &w.params.pre_weight, &w.grads.pre_weight);
   bind("pre.bias", &w.params.pre_bias, &w.grads.pre_bias);
   bind("pre.alpha", &w.params.pre_alpha, &w.grads.pre_alpha);
-  bind("res.weight", &w.params.res_weight, &w.grads.res_weight);
-  bind("res.bias", &w.params.res_bias, &w.grads.res_bias);
-  bind("res.alpha", &w.params.res_alpha, &w.grads.res_alpha);
+  if (!flash || kc.window_pos == kc.window - 1) {
+    bind("res.weight", &w.params.res_weight, &w.grads.res_weight);
+    bind("res.bias", &w.params.res_bias, &w.grads.res_bias);
+    bind("res.alpha", &w.params.res_alpha, &w.grads.res_alpha);
+  }
   bind("post.weight", &w.params.post_weight, &w.grads.post_weight);
   bind("post.bias", &w.params.post_bias, &w.grads.post_bias);
   bind("post.alpha", &w.params.post_alpha, &w.grads.post_alpha);
-  if (cfg.residual.type == ResidualType::kXhc && is_mlp) {
-    for (size_t j = 0; j < cfg.residual.conv_kernels.size(); ++j) {
+  if (is_mlp) {
+    for (size_t j = 0; j < kc.conv_kernels.size(); ++j) {
       ParamT<T>* conv = Must(ps, absl::StrCat(p, "conv.", j, ".weight"));
       w.params.conv_weight.push_back(conv->value.data());
       w.grads.conv_weight.push_back(conv->grad.data());
+    }
+  }
+  if (flash && kc.window_pos == 0) {
+    // The window entry projects every sublayer's read map from the entry state (spec 4.5
+    // step 2): the plan keeps a window inside one stage, so all of them are here.
+    for (int q = 0; q < kc.window; ++q) {
+      const int sub = 2 * layer + q;
+      const std::string pq = HcPrefix(sub / 2, sub % 2 == 1);
+      w.params.window_pre_weight.push_back(Must(ps, pq + "pre.weight")->value.data());
+      w.params.window_pre_bias.push_back(Must(ps, pq + "pre.bias")->value.data());
+      w.params.window_pre_alpha.push_back(Must(ps, pq + "pre.alpha")->value.data());
     }
   }
   return w;
@@ -56,15 +76,29 @@ HcWeights<T> ResolveHc(const ModelConfig& cfg, int layer, bool is_mlp, const Par
 
 }  // namespace
 
-kernels::XhcConfig MakeXhcConfig(const ModelConfig& cfg, bool is_mlp) {
+kernels::XhcConfig MakeXhcConfig(const ModelConfig& cfg, int layer, bool is_mlp) {
   kernels::XhcConfig c;
   const ResidualConfig& r = cfg.residual;
-  c.type = r.type == ResidualType::kMhc ? kernels::ResidualType::kMhc
-                                        : kernels::ResidualType::kXhc;
+  const bool all_streams = r.type == ResidualType::kMhc || r.type == ResidualType::kHc;
+  switch (r.type) {
+    case ResidualType::kHc:
+      c.type = kernels::ResidualType::kHc;
+      break;
+    case ResidualType::kMhc:
+      c.type = kernels::ResidualType::kMhc;
+      break;
+    case ResidualType::kXhcFlash:
+      c.type = kernels::ResidualType::kXhcFlash;
+      c.window = r.window;
+      c.window_pos = (2 * layer + (is_mlp ? 1 : 0)) % r.window;
+      break;
+    default:
+      c.type = kernels::ResidualType::kXhc;
+  }
   c.n_streams = r.n_streams;
-  c.n_active = r.type == ResidualType::kMhc ? r.n_streams : r.n_active;
-  c.n_fixed = r.type == ResidualType::kMhc ? r.n_streams : r.n_fixed;
-  c.conv_kernels = r.type == ResidualType::kXhc ? r.conv_kernels : std::vector<int>{};
+  c.n_active = all_streams ? r.n_streams : r.n_active;
+  c.n_fixed = all_streams ? r.n_streams : r.n_fixed;
+  c.conv_kernels = r.conv_kernels;  // config parsing already emptied it for hc
   c.gram_schmidt = r.gram_schmidt;
   c.sinkhorn_iters = r.sinkhorn_iters;
   c.is_mlp = is_mlp;

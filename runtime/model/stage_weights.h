@@ -37,8 +37,8 @@ struct HeadWeights {
   ParamT<T>* lm_head = nullptr;
 };
 
-// The kernel configuration of one residual sublayer.
-kernels::XhcConfig MakeXhcConfig(const ModelConfig& cfg, bool is_mlp);
+// The kernel configuration of the residual sublayer of `layer` (attention or MLP side).
+kernels::XhcConfig MakeXhcConfig(const ModelConfig& cfg, int layer, bool is_mlp);
 
 template <typename T>
 LayerWeights<T> ResolveLayer(const ModelConfig& cfg, int layer, const ParamSetT<T>& ps);

@@ -108,6 +108,30 @@ XHC_INLINE void WeightedSum(int n, int m, const float* __restrict h, const float
   }
 }
 
+// y += sum_i h[i] * x_i (x_i = x + i * ldx), the m rows read in one sweep; the sum over i is
+// formed first (in order from 0), then added to y.
+XHC_INLINE void AxpyWeighted(int n, int m, const float* __restrict h, const float* __restrict x,
+                             int ldx, float* __restrict y) {
+  constexpr int kW = 2 * kLanes;
+  int c = 0;
+  for (; c + kW <= n; c += kW) {
+    V16 a0 = {}, a1 = {};
+    for (int i = 0; i < m; ++i) {
+      const float hi = h[i];
+      const float* __restrict xi = x + static_cast<size_t>(i) * ldx + c;
+      a0 += hi * LoadV(xi), a1 += hi * LoadV(xi + kLanes);
+    }
+    a0 += LoadV(y + c), a1 += LoadV(y + c + kLanes);
+    __builtin_memcpy(y + c, &a0, sizeof(V16));
+    __builtin_memcpy(y + c + kLanes, &a1, sizeof(V16));
+  }
+  for (; c < n; ++c) {
+    float acc = 0;
+    for (int i = 0; i < m; ++i) acc += h[i] * x[static_cast<size_t>(i) * ldx + c];
+    y[c] += acc;
+  }
+}
+
 // y += a * x
 XHC_INLINE void Axpy(int n, float a, const float* __restrict x, float* __restrict y) {
   for (int c = 0; c < n; ++c) y[c] += a * x[c];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
+#include "kernels/cpu/xhc/hc_ops.h"
 #include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
@@ -89,6 +90,7 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
   ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache->dims.C));
   RETURN_IF_ERROR(CheckCache(d, *cache));
   RETURN_IF_ERROR(CheckParams(d, P));
+  if (cfg.type == ResidualType::kHc) return hc::BackwardOut(d, dX_new, cache, d_out);
   const int T = cache->T_len, n = cache->B * T, K = d.K, C = d.C, D = d.D();
   const float* const* conv_w = P.conv_weight.data();
 #pragma omp parallel
@@ -216,6 +218,7 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
   ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache->dims.C));
   RETURN_IF_ERROR(CheckCache(d, *cache));
   RETURN_IF_ERROR(CheckParams(d, P));
+  if (cfg.type == ResidualType::kHc) return hc::BackwardInput(d, P, X_in, du, dX, cache);
   const int n = cache->B * cache->T_len, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
   const StackedWeights proj_w = StackProjection(d, P);
   const StackedWeights map_w = StackMaps(d, P);

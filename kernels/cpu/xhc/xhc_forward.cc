@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
+#include "kernels/cpu/xhc/hc_ops.h"
 #include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
@@ -113,6 +114,7 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int 
     return absl::InvalidArgumentError("XhcPre: empty batch or null buffer");
   }
   ResizeCache(d, B, T, cache);
+  if (cfg.type == ResidualType::kHc) return hc::Pre(d, P, B, T, X, u, cache);
   const int n = B * T, N = d.N, D = d.D(), Da = d.Da(), Q = d.Q();
   const StackedWeights proj_w = StackProjection(d, P);
   const StackedWeights map_w = StackMaps(d, P);
@@ -145,6 +147,7 @@ absl::Status XhcPost(const XhcConfig& cfg, const XhcParams& P, const float* out,
   ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache->dims.C));
   RETURN_IF_ERROR(CheckCache(d, *cache));
   RETURN_IF_ERROR(CheckParams(d, P));
+  if (cfg.type == ResidualType::kHc) return hc::Post(d, out, X, cache);
   const int T = cache->T_len, n = cache->B * T, C = d.C;
   const float* const* conv_w = P.conv_weight.data();
 #pragma omp parallel

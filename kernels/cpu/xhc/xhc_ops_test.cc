@@ -153,9 +153,28 @@ TEST(XhcOpsTest, MatchesReferenceLongerSequencesAndVariants) {
   CompareCase({MakeCfg(16, 4, 2, true, {4, 8, 12}), 2, 14, 37}, seed);
   CompareCase({MakeCfg(8, 4, 1, true, {3, 2}, /*gs=*/false), 3, 6, 10}, seed + 1);
   CompareCase({MakeCfg(8, 4, 1, true, {}), 3, 6, 10}, seed + 2);
-  XhcConfig mhc = MakeCfg(4, 4, 4, true);
+  XhcConfig mhc = MakeCfg(4, 4, 4, true);  // mhc + convolution (the ablation), kernels {2, 5}
   mhc.type = ResidualType::kMhc;
   CompareCase({mhc, 2, 5, 9}, seed + 3);
+  mhc.conv_kernels = {4, 8, 12};
+  CompareCase({mhc, 2, 14, 37}, seed + 4);
+  mhc.conv_kernels = {};
+  CompareCase({mhc, 3, 3, 8}, seed + 5);
+}
+
+TEST(XhcOpsTest, HcMatchesReference) {
+  const uint64_t seed = xhc::testing::TestSeed();
+  int case_idx = 0;
+  for (int N : {2, 4, 8}) {
+    for (bool mlp : {false, true}) {
+      for (int C : {8, 13, 37}) {
+        XhcConfig hc = MakeCfg(N, N, N, mlp, {});
+        hc.type = ResidualType::kHc;
+        SCOPED_TRACE(absl::StrCat("hc N=", N, " mlp=", mlp, " C=", C));
+        CompareCase({hc, 2, 3, C}, seed + case_idx++);
+      }
+    }
+  }
 }
 
 TEST(XhcOpsTest, HeadReduceAndExpandMatchReference) {
@@ -317,6 +336,56 @@ TEST(XhcOpsPropertiesTest, InvalidConfigIsInvalidArgument) {
   XhcParams empty;
   EXPECT_EQ(XhcPre(MakeCfg(4, 2, 1, false), empty, 1, 1, 2, X.data(), u.data(), &cache).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Spec 4.4: with zero dynamic weights every tanh term vanishes and hc is the static HC map
+// X'[a] = sum_i res.bias[a][i] X[i] + post.bias[a] out, u = sum_i pre.bias[i] X[i] (with the
+// spec's init: a one-hot read, a unit write, the identity mix: X'[a] = X[a] + out).
+TEST(XhcOpsPropertiesTest, HcWithZeroWeightsIsTheStaticMap) {
+  const int N = 4, B = 2, T = 3, C = 20;
+  XhcConfig hc = MakeCfg(N, N, N, true, {});
+  hc.type = ResidualType::kHc;
+  FloatProblem pb(hc, B, T, C, xhc::testing::TestSeed());
+  for (const char* w : {"pre.weight", "post.weight", "res.weight"}) {
+    std::fill(pb.params.Get(w).begin(), pb.params.Get(w).end(), 0.0f);
+  }
+  const auto o = RunSublayer<OptImpl>(hc, B, T, C, pb.params, pb.X, pb.a, pb.b, pb.G);
+  const auto& bpre = pb.params.Get("pre.bias");
+  const auto& bpost = pb.params.Get("post.bias");
+  const auto& bres = pb.params.Get("res.bias");
+  for (int tok = 0; tok < B * T; ++tok) {
+    const float* x = pb.X.data() + tok * N * C;
+    for (int c = 0; c < C; ++c) {
+      float u = 0;
+      for (int i = 0; i < N; ++i) u += bpre[i] * x[i * C + c];
+      ASSERT_FLOAT_EQ(o.u[tok * C + c], u);
+      const float out = pb.a[c] * o.u[tok * C + c] + pb.b[c];
+      for (int a = 0; a < N; ++a) {
+        float xn = 0;
+        for (int i = 0; i < N; ++i) xn += bres[a * N + i] * x[i * C + c];
+        xn += bpost[a] * out;
+        ASSERT_FLOAT_EQ(o.x_new[(tok * N + a) * C + c], xn) << "token " << tok << " stream " << a;
+      }
+    }
+  }
+}
+
+// mhc's write components are the same function on both sides when conv_kernels is []:
+// the MLP side with no kernels is bit-identical to the attention side (what mhc always was).
+TEST(XhcOpsPropertiesTest, MhcWithoutKernelsIsTheSameOnBothSides) {
+  const int N = 4, B = 2, T = 5, C = 24;
+  XhcConfig attn = MakeCfg(N, N, N, false, {});
+  attn.type = ResidualType::kMhc;
+  XhcConfig mlp = attn;
+  mlp.is_mlp = true;
+  FloatProblem pb(attn, B, T, C, xhc::testing::TestSeed());
+  ParamStore<float> pm = pb.params;
+  auto oa = RunSublayer<OptImpl>(attn, B, T, C, pb.params, pb.X, pb.a, pb.b, pb.G);
+  auto om = RunSublayer<OptImpl>(mlp, B, T, C, pm, pb.X, pb.a, pb.b, pb.G);
+  EXPECT_EQ(oa.u, om.u);
+  EXPECT_EQ(oa.x_new, om.x_new);
+  EXPECT_EQ(oa.dx, om.dx);
+  for (auto& [name, v] : oa.grads.tensors) EXPECT_EQ(v, om.grads.Get(name)) << name;
 }
 
 }  // namespace

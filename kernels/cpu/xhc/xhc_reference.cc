@@ -1,5 +1,7 @@
 #include "kernels/cpu/xhc/xhc_reference.h"
 
+#include "kernels/cpu/xhc/hc_reference.h"
+
 #include <vector>
 
 namespace xhc::kernels::ref {
@@ -71,6 +73,7 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParamsT<R>& P, int B, int T_l
     return absl::InvalidArgumentError("XhcPre: empty batch or null buffer");
   }
   ResizeCache(d, B, T_len, cache);
+  if (cfg.type == ResidualType::kHc) return HcPre(d, P, B, T_len, X, u, cache);
   const int N = d.N, k = d.k, D = d.D();
   const size_t n = static_cast<size_t>(B) * T_len;
   for (size_t tok = 0; tok < n; ++tok) {
@@ -103,6 +106,7 @@ absl::Status XhcPost(const XhcConfig& cfg, const XhcParamsT<R>& P, const R* out,
   ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache->dims.C));
   RETURN_IF_ERROR(CheckCache(d, *cache));
   RETURN_IF_ERROR(CheckParams(d, P));
+  if (cfg.type == ResidualType::kHc) return HcPost(d, out, X, cache);
   const int k = d.k, K = d.K, C = d.C, D = d.D(), T_len = cache->T_len;
   std::vector<R> g(d.r * C + 1);
   for (int b = 0; b < cache->B; ++b) {

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "kernels/cpu/xhc/hc_reference.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
 
 namespace xhc::kernels::ref {
@@ -82,6 +83,7 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParamsT<R>& P, const 
   ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache->dims.C));
   RETURN_IF_ERROR(CheckCache(d, *cache));
   RETURN_IF_ERROR(CheckParams(d, P));
+  if (cfg.type == ResidualType::kHc) return HcBackwardOut(d, dX_new, cache, d_out);
   const int k = d.k, K = d.K, C = d.C, D = d.D(), T_len = cache->T_len;
   const size_t n = static_cast<size_t>(cache->B) * T_len;
   std::vector<R> dA(k * C), daug(K * C), g(d.r * C + 1), v(K * C), hist(d.r * d.r * C + 1);
@@ -128,6 +130,7 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParamsT<R>& P, cons
   ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache->dims.C));
   RETURN_IF_ERROR(CheckCache(d, *cache));
   RETURN_IF_ERROR(CheckParams(d, P));
+  if (cfg.type == ResidualType::kHc) return HcBackwardInput(d, P, X_in, du, dX, cache);
   const int N = d.N, k = d.k, K = d.K, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
   const size_t n = static_cast<size_t>(cache->B) * cache->T_len;
   std::vector<R> dA(Da), dxa(Da), gxa(Da), xan(Da), dflat(D), y(D), ln(D), gy(D), gln(D);
@@ -205,6 +208,7 @@ absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParamsT<R>& P, co
   RETURN_IF_ERROR(CheckCache(d, cache));
   RETURN_IF_ERROR(CheckParams(d, P));
   RETURN_IF_ERROR(CheckGrads(d, G));
+  if (cfg.type == ResidualType::kHc) return HcBackwardWeights(d, P, X_in, cache, G);
   const int N = d.N, k = d.k, K = d.K, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
   const int T_len = cache.T_len;
   const size_t n = static_cast<size_t>(cache.B) * T_len;

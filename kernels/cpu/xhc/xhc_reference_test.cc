@@ -122,6 +122,20 @@ TEST(XhcReferenceGradTest, MlpSideNoKernels) {
   Problem pb(Xhc(4, 2, 2, true, {}), 3, 2, 3, 14);
   CheckFiniteDifferences(pb, 4);
 }
+TEST(XhcReferenceGradTest, HcOriginalHyperConnections) {
+  for (bool mlp : {false, true}) {
+    XhcConfig c = Xhc(4, 4, 4, mlp, {});
+    c.type = ResidualType::kHc;
+    Problem pb(c, 2, 3, 6, 16 + mlp);
+    CheckFiniteDifferences(pb, 6 + mlp);
+  }
+}
+TEST(XhcReferenceGradTest, MhcWithoutConvolutions) {
+  XhcConfig c = Xhc(4, 4, 4, true, {});
+  c.type = ResidualType::kMhc;
+  Problem pb(c, 2, 3, 5, 17);
+  CheckFiniteDifferences(pb, 8);
+}
 TEST(XhcReferenceGradTest, Mhc) {
   XhcConfig c = Xhc(3, 3, 3, true, {4});
   c.type = ResidualType::kMhc;

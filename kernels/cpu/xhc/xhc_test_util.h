@@ -41,6 +41,18 @@ struct ParamStore {
       if (!zero) for (auto& e : v) e = R(offset + scale * nd(rng));
     };
     const size_t D = d.D(), Da = d.Da();
+    if (d.hc) {  // spec 4.4 shapes: [1, C] pre / post rows, [N, C] res rows
+      fill("pre.weight", d.C, 1.0 / std::sqrt(double(d.C)));
+      fill("pre.bias", d.N, 0.5);
+      fill("pre.alpha", 1, 0.3, 1.0);
+      fill("res.weight", d.N * d.C, 1.0 / std::sqrt(double(d.C)));
+      fill("res.bias", d.N * d.N, 0.5);
+      fill("res.alpha", 1, 0.3, 1.0);
+      fill("post.weight", d.C, 1.0 / std::sqrt(double(d.C)));
+      fill("post.bias", d.N, 0.5);
+      fill("post.alpha", 1, 0.3, 1.0);
+      return;
+    }
     if (d.has_router) {
       fill("router.weight", d.N * D, 1.0 / std::sqrt(double(D)));
       fill("router.bias", d.N, 0.5);
@@ -48,9 +60,11 @@ struct ParamStore {
     fill("pre.weight", d.N * D, 1.0 / std::sqrt(double(D)));
     fill("pre.bias", d.N, 0.5);
     fill("pre.alpha", 1, 0.3, 1.0);
-    fill("res.weight", d.k * d.k * Da, 1.0 / std::sqrt(double(Da)));
-    fill("res.bias", d.k * d.k, 0.5);
-    fill("res.alpha", 1, 0.3, 1.0);
+    if (d.has_mix) {
+      fill("res.weight", d.k * d.k * Da, 1.0 / std::sqrt(double(Da)));
+      fill("res.bias", d.k * d.k, 0.5);
+      fill("res.alpha", 1, 0.3, 1.0);
+    }
     fill("post.weight", d.k * d.K * Da, 1.0 / std::sqrt(double(Da)));
     fill("post.bias", d.k * d.K, 0.5);
     fill("post.alpha", 1, 0.3, 1.0);

@@ -18,17 +18,21 @@
 
 namespace xhc::kernels {
 
-enum class ResidualType { kXhc, kMhc };
+// kHc (spec 4.4) runs its own kernels (hc_ops.h, hc_reference.h) behind the same entry points.
+enum class ResidualType { kXhc, kMhc, kHc, kXhcFlash };
 
 struct XhcConfig {
   ResidualType type = ResidualType::kXhc;
   int n_streams = 16;                     // N
-  int n_active = 4;                       // k (ignored by mhc: k = N)
-  int n_fixed = 2;                        // m (ignored by mhc: m = N)
-  std::vector<int> conv_kernels = {4, 8, 12};  // MLP side of xhc only
+  int n_active = 4;                       // k (ignored by mhc and hc: k = N)
+  int n_fixed = 2;                        // m (ignored by mhc and hc: m = N)
+  std::vector<int> conv_kernels = {4, 8, 12};  // MLP side of xhc, xhc_flash and mhc
   bool gram_schmidt = true;
   int sinkhorn_iters = 20;
   bool is_mlp = false;                    // attention side (false) or MLP side (true)
+  // xhc_flash (spec 4.5): sublayers per window (2 or 4) and this sublayer's position in it.
+  int window = 1;
+  int window_pos = 0;
 };
 
 // Sizes derived from a validated config and the model width C.
@@ -37,11 +41,18 @@ struct XhcDims {
   int K = 1;              // write components: 1 + r
   int r = 0;              // number of temporal convolutions actually applied
   int C = 0;
-  bool has_router = false;
+  bool has_router = false;   // router.* read here (xhc; the first sublayer of a flash window)
+  bool has_mix = true;       // res.* and Sinkhorn mixing (all but a flash window's inner ones)
+  bool hc = false;           // original Hyper-Connections (spec 4.4): own kernels, k = N
+  bool flash = false;        // xhc_flash: routing and read maps come from the window entry
+  int window = 1, pos = 0;   // flash window size and this sublayer's position
   std::vector<int> kernels;  // the r widths
   int D() const { return N * C; }        // flattened state per token
   int Da() const { return k * C; }       // flattened active streams per token
-  int Q() const { return k * k + k * K; }  // res rows then post rows
+  int Rres() const { return has_mix ? k * k : 0; }  // res rows of the stacked maps
+  int Q() const { return Rres() + k * K; }  // res rows then post rows
+  bool entry() const { return !flash || pos == 0; }
+  bool last() const { return !flash || pos == window - 1; }
 };
 
 // Validates `cfg` (naming the offending key) and derives the sizes.
@@ -63,6 +74,9 @@ struct XhcParamsT {
   const T* post_bias = nullptr;
   const T* post_alpha = nullptr;
   std::vector<const T*> conv_weight;  // conv.j.weight, j = 0 .. r-1
+  // xhc_flash, window entry only: pre.weight / pre.bias / pre.alpha of every sublayer of the
+  // window in order ([0] is this sublayer's own), projected from the entry state in one pass.
+  std::vector<const T*> window_pre_weight, window_pre_bias, window_pre_alpha;
 };
 
 // Gradients of the same shape; every kernel ACCUMULATES (+=) so micro-batches sum up.
@@ -110,6 +124,11 @@ struct XhcCacheT {
   std::vector<T> dz_map;     // (n, Q) d loss / d res logits, d / d post pre-activation
   std::vector<T> dg;         // (n, r, C) d loss / d conv output g_j (before Gram-Schmidt)
   std::vector<T> scratch;    // implementation-private
+  // hc (spec 4.4) only; xa then holds the whole old state (k = N) and aug[0] = out.
+  std::vector<T> hc_rstd;    // (n, N) rms factor of each stream
+  std::vector<T> hc_dots;    // (n, N, N+2) <w, rms(X_i)> for w = pre, post, res rows 0..N-1
+  std::vector<T> hc_dmap;    // (n, N, N+2) d loss / d the maps those dots feed: Hpre_i,
+                             // Hpost_i, Hres[a][i] (same layout), set by the backward
 };
 
 using XhcParams = XhcParamsT<float>;

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/xhc/cpu_util.h"
 #include "kernels/cpu/xhc/gemm_util.h"
+#include "kernels/cpu/xhc/hc_ops.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_stack.h"
@@ -148,6 +149,7 @@ absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParams& P, const 
   RETURN_IF_ERROR(CheckCache(d, cache));
   RETURN_IF_ERROR(CheckParams(d, P));
   RETURN_IF_ERROR(CheckGrads(d, grads));
+  if (cfg.type == ResidualType::kHc) return hc::BackwardWeights(d, P, X_in, cache, grads);
   ProjectionWeightGrads(d, P, X_in, cache, grads);
   MapWeightGrads(d, P, cache, grads);
   if (d.r > 0) ConvWeightGrads(d, cache, grads);
