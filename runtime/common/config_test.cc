@@ -38,6 +38,46 @@ TEST(Config, ResidualTypesResolveStreams) {
   EXPECT_EQ(vanilla->model.residual.n_streams, 1);
 }
 
+TEST(Config, ResidualVariantsTakeTheirOwnDefaults) {
+  absl::StatusOr<Config> hc = ParseConfig("model: {residual: {type: hc}}\n");
+  ASSERT_TRUE(hc.ok()) << hc.status();
+  EXPECT_EQ(hc->model.residual.n_streams, 4);
+  EXPECT_TRUE(hc->model.residual.conv_kernels.empty());
+  absl::StatusOr<Config> mhc = ParseConfig("model: {residual: {type: mhc}}\n");
+  ASSERT_TRUE(mhc.ok()) << mhc.status();
+  EXPECT_TRUE(mhc->model.residual.conv_kernels.empty());  // mhc: no convolutions by default
+  absl::StatusOr<Config> mhc_conv =
+      ParseConfig("model: {residual: {type: mhc, conv_kernels: [4, 8, 12]}}\n");
+  ASSERT_TRUE(mhc_conv.ok()) << mhc_conv.status();
+  EXPECT_EQ(mhc_conv->model.residual.conv_kernels, (std::vector<int>{4, 8, 12}));
+  absl::StatusOr<Config> flash = ParseConfig("model: {residual: {type: xhc_flash}}\n");
+  ASSERT_TRUE(flash.ok()) << flash.status();
+  EXPECT_EQ(flash->model.residual.n_streams, 16);
+  EXPECT_EQ(flash->model.residual.window, 2);
+  EXPECT_EQ(flash->model.residual.conv_kernels, (std::vector<int>{4, 8, 12}));
+  absl::StatusOr<Config> flash4 =
+      ParseConfig("model: {n_layers: 4, residual: {type: xhc_flash, window: 4}}\n");
+  ASSERT_TRUE(flash4.ok()) << flash4.status();
+  EXPECT_EQ(flash4->model.residual.window, 4);
+  // The window is part of the model: it changes the canonical YAML and the hash.
+  absl::StatusOr<ModelConfig> back = ParseModelOnly(ModelConfigToYaml(flash4->model));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->residual.window, 4);
+  EXPECT_NE(ModelConfigHash(flash->model), ModelConfigHash(flash4->model));
+}
+
+TEST(Config, BadResidualVariantsNameTheKey) {
+  ExpectRejected("model: {residual: {type: xhc_flash, window: 3}}\n", "model.residual.window");
+  ExpectRejected("model: {n_layers: 3, residual: {type: xhc_flash, window: 4}}\n",
+                 "model.residual.window");
+  ExpectRejected("model: {residual: {type: xhc, window: 2}}\n", "model.residual.window");
+  ExpectRejected("model: {residual: {type: hc, conv_kernels: [4]}}\n",
+                 "model.residual.conv_kernels");
+  ExpectRejected("model: {residual: {type: mhc, n_streams: 17}}\n", "model.residual.n_streams");
+  ExpectRejected("model: {residual: {type: xhc_flash, n_streams: 1}}\n",
+                 "model.residual.n_streams");
+}
+
 TEST(Config, BadInputNamesTheKey) {
   ExpectRejected("model: {n_layer: 3}\n", "model.n_layer");
   ExpectRejected("modle: {}\n", "modle");

@@ -40,7 +40,20 @@ absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx
   const bool hc = cfg_.residual.type != ResidualType::kVanilla;
   const HcWeights<T>& hw = is_mlp ? lw.mlp_hc : lw.attn_hc;
   if (hc) {
-    s.X_in = *X;
+    // xhc_flash: the window's entry state X0 is the saved input of every sublayer of the
+    // window (only the active streams change inside it, and the cache keeps those), and the
+    // later sublayers share the entry's window context.
+    const int pos = WindowPos(hw.config);
+    if (sub_idx < pos) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "layer ", lw.layer, ": this stage starts inside an xhc_flash window (the plan must "
+          "keep each window of model.residual.window sublayers in one stage)"));
+    }
+    if (pos == 0) {
+      s.X_in = *X;
+    } else {
+      s.cache.window = st->subs[sub_idx - pos].cache.window;
+    }
     RETURN_IF_ERROR(K::Xhc::Pre(hw.config, hw.params, B, cfg_.seq_len, C, X->data(), u.data(),
                                 &s.cache));
   } else {

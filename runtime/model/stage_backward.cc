@@ -33,20 +33,21 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
     AttentionBackwardInput(cfg_, lw.attn, B, d_out.data(), du.data(), &s.attn);
   }
   const ModelConfig& cfg = cfg_;
+  const std::vector<T>& X_in = st->subs[sub_idx - WindowPos(hw.config)].X_in;
   if (hc) {
     RETURN_IF_ERROR(
-        K::Xhc::BackwardInput(hw.config, hw.params, s.X_in.data(), du.data(), dX->data(), &s.cache));
+        K::Xhc::BackwardInput(hw.config, hw.params, X_in.data(), du.data(), dX->data(), &s.cache));
   } else {
     for (size_t i = 0; i < du.size(); ++i) (*dX)[i] += du[i];
   }
-  st->pending_w.push_back([&cfg, &lw, &hw, &s, is_mlp, hc, B]() -> absl::Status {
+  st->pending_w.push_back([&cfg, &lw, &hw, &s, &X_in, is_mlp, hc, B]() -> absl::Status {
     if (is_mlp) {
       MlpBackwardWeight(cfg, lw.mlp, B, s.mlp);
     } else {
       AttentionBackwardWeight(cfg, lw.attn, B, s.attn);
     }
     if (!hc) return absl::OkStatus();
-    return K::Xhc::BackwardWeights(hw.config, hw.params, s.X_in.data(), s.cache, hw.grads);
+    return K::Xhc::BackwardWeights(hw.config, hw.params, X_in.data(), s.cache, hw.grads);
   });
   return absl::OkStatus();
 }

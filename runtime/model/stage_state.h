@@ -18,11 +18,17 @@ namespace xhc::model {
 // Everything one micro-batch keeps between its forward and its weight-gradient pass.
 template <typename T>
 struct SublayerState {
-  std::vector<T> X_in;  // (n, N, C) input state, for the xHC backward (hc types only)
+  std::vector<T> X_in;  // (n, N, C) input state, for the residual backward (not vanilla);
+                        // xhc_flash: kept by a window's entry sublayer only, for the window
   kernels::XhcCacheT<T> cache;
   AttentionActs<T> attn;
   MlpActs<T> mlp;
 };
+
+// xhc_flash: position of a sublayer in its window (0 for every other type).
+inline int WindowPos(const kernels::XhcConfig& c) {
+  return c.type == kernels::ResidualType::kXhcFlash ? c.window_pos : 0;
+}
 
 template <typename T>
 struct MicrobatchState {

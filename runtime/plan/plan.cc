@@ -56,7 +56,20 @@ absl::StatusOr<JobPlan> MakePlan(const Config& config, int workers) {
         plan.schedule.num_stages, " pipeline stages (", plan.schedule.type, " on ", workers,
         " workers); use more layers or fewer pipeline.workers"));
   }
-  plan.stages = SplitLayers(config.model.n_layers, plan.schedule.num_stages);
+  // xhc_flash with window 4 shares one routing decision across two layers: stages hold whole
+  // layer pairs, so no window straddles a stage boundary (spec 4.5).
+  const ResidualConfig& res = config.model.residual;
+  const int unit = res.type == ResidualType::kXhcFlash ? res.window / 2 : 1;
+  if (plan.schedule.num_stages * unit > config.model.n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.residual.window: ", res.window, " keeps ", unit, " layers together, so ",
+        config.model.n_layers, " layers give at most ", config.model.n_layers / unit,
+        " pipeline stages, but ", plan.schedule.type, " on ", workers, " workers needs ",
+        plan.schedule.num_stages, "; use window: 2, more model.n_layers, or fewer "
+        "pipeline.workers"));
+  }
+  plan.stages = SplitLayers(config.model.n_layers / unit, plan.schedule.num_stages);
+  for (model::StageSpec& s : plan.stages) s.first_layer *= unit, s.num_layers *= unit;
   plan.lowered = plan.schedule.Lower();
   return plan;
 }

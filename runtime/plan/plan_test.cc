@@ -59,5 +59,32 @@ TEST(Plan, BadRequestsNameTheKey) {
   expect(MakePlan(WithPipeline("1f1b", 4, 8), 0), "pipeline.workers");
 }
 
+// xhc_flash window 4 spans two layers: stages hold whole layer pairs (spec 4.5), and a
+// pipeline that would need to cut a pair is refused naming the window key.
+TEST(Plan, FlashWindowsNeverStraddleAStage) {
+  Config c = WithPipeline("1f1b", 12, 8);
+  c.model.residual.type = ResidualType::kXhcFlash;
+  c.model.residual.window = 4;
+  for (int workers : {1, 2, 3, 4, 6}) {
+    absl::StatusOr<JobPlan> p = MakePlan(c, workers);
+    ASSERT_TRUE(p.ok()) << p.status();
+    int next = 0;
+    for (const auto& s : p->stages) {
+      EXPECT_EQ(s.first_layer % 2, 0) << workers << " workers";
+      EXPECT_EQ(s.num_layers % 2, 0) << workers << " workers";
+      EXPECT_EQ(s.first_layer, next);
+      next += s.num_layers;
+    }
+    EXPECT_EQ(next, 12);
+  }
+  absl::StatusOr<JobPlan> too_many = MakePlan(c, 12);  // 12 stages of 12 layers: pairs cut
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(std::string(too_many.status().message()).find("model.residual.window"),
+            std::string::npos)
+      << too_many.status().message();
+  c.model.residual.window = 2;  // one layer per window: any layer split is fine
+  EXPECT_TRUE(MakePlan(c, 12).ok());
+}
+
 }  // namespace
 }  // namespace xhc::plan

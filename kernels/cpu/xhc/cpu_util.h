@@ -108,6 +108,36 @@ XHC_INLINE void WeightedSum(int n, int m, const float* __restrict h, const float
   }
 }
 
+// y_o = sum_i h[o * m + i] * x_i for o < nout (at most 4; y_o = y + o * ldy), all outputs
+// formed in one sweep over the m rows: each y_o is bit-identical to WeightedSum with its h.
+XHC_INLINE void WeightedSums(int n, int m, int nout, const float* __restrict h,
+                             const float* __restrict x, int ldx, float* __restrict y, int ldy) {
+  constexpr int kW = 2 * kLanes;
+  int c = 0;
+  for (; c + kW <= n; c += kW) {
+    V16 a[4][2] = {};
+    for (int i = 0; i < m; ++i) {
+      const float* __restrict xi = x + static_cast<size_t>(i) * ldx + c;
+      const V16 x0 = LoadV(xi), x1 = LoadV(xi + kLanes);
+      for (int o = 0; o < nout; ++o) {
+        const float hi = h[o * m + i];
+        a[o][0] += hi * x0, a[o][1] += hi * x1;
+      }
+    }
+    for (int o = 0; o < nout; ++o) {
+      __builtin_memcpy(y + static_cast<size_t>(o) * ldy + c, &a[o][0], sizeof(V16));
+      __builtin_memcpy(y + static_cast<size_t>(o) * ldy + c + kLanes, &a[o][1], sizeof(V16));
+    }
+  }
+  for (; c < n; ++c) {
+    for (int o = 0; o < nout; ++o) {
+      float acc = 0;
+      for (int i = 0; i < m; ++i) acc += h[o * m + i] * x[static_cast<size_t>(i) * ldx + c];
+      y[static_cast<size_t>(o) * ldy + c] = acc;
+    }
+  }
+}
+
 // y += sum_i h[i] * x_i (x_i = x + i * ldx), the m rows read in one sweep; the sum over i is
 // formed first (in order from 0), then added to y.
 XHC_INLINE void AxpyWeighted(int n, int m, const float* __restrict h, const float* __restrict x,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
+#include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/hc_ops.h"
 #include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
@@ -48,19 +49,25 @@ XHC_CLONES void TokenMapGrads(const XhcConfig& cfg, const XhcDims& d, const XhcP
       const float dot = cpu::Dot(C, aug + q * C, dA);
       const float h = hpost[j * K + q];
       dp[j] += h * dot;
-      dz[k * k + j * K + q] = p[j] * dot * h * (1.0f - 0.5f * h);  // H = 2 sigmoid(z)
+      dz[d.Rres() + j * K + q] = p[j] * dot * h * (1.0f - 0.5f * h);  // H = 2 sigmoid(z)
       cpu::Axpy(C, p[j] * h, dA, s->daug.data() + q * C);
     }
-    for (int jj = 0; jj < k; ++jj) dhres[j * k + jj] = cpu::Dot(C, dA, xa + jj * C);
+    for (int jj = 0; jj < k && d.has_mix; ++jj) dhres[j * k + jj] = cpu::Dot(C, dA, xa + jj * C);
   }
-  const float ra = cache->rstd_a[tok];
-  for (int q = 0; q < k * k; ++q) {
-    z[q] = P.res_alpha[0] * ra * cache->map_raw[tok * Q + q] + P.res_bias[q];
-    dz[q] = 0;
+  if (d.has_mix) {
+    const float ra = cache->rstd_a[tok];
+    for (int q = 0; q < k * k; ++q) {
+      z[q] = P.res_alpha[0] * ra * cache->map_raw[tok * Q + q] + P.res_bias[q];
+      dz[q] = 0;
+    }
+    SinkhornBackward(k, cfg.sinkhorn_iters, z, dhres, dz, s->sink);
   }
-  SinkhornBackward(k, cfg.sinkhorn_iters, z, dhres, dz, s->sink);
   float* dzr = cache->dz_proj.data() + tok * 2 * N;
   std::fill(dzr, dzr + N, 0.0f);
+  if (d.flash) {  // one routing decision per window: its entry turns dp into router dz
+    for (int j = d.m; j < k; ++j) cache->window->dp[tok * k + j] += dp[j];
+    return;
+  }
   if (!d.has_router) return;
   for (int j = d.m; j < k; ++j) {
     const float sv = cache->s[tok * N + idx[j]];
@@ -126,7 +133,7 @@ namespace {
 // left factor) and the rms correction ra^2 / Da * sum_q dz_q (z_q - b_q), returned.
 float TokenMapCoefficients(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
                            size_t tok, float* zm) {
-  const int kk = d.k * d.k, Q = d.Q();
+  const int kk = d.Rres(), Q = d.Q();
   const float ra = cache.rstd_a[tok];
   const float* dz = cache.dz_map.data() + tok * Q;
   const float* raw = cache.map_raw.data() + tok * Q;
@@ -175,6 +182,56 @@ XHC_CLONES std::pair<float, float> TokenProjCoefficients(const XhcDims& d, const
   return {a, b};
 }
 
+// xhc_flash counterpart of TokenProjCoefficients. Every sublayer of the window stashes its
+// read map's dz (d hpre_q,i = <du, X_q,i>, with X_q = X0 outside the active set and the
+// current active streams xa inside it); the entry (pos 0, last in backward) then forms the
+// coefficients of the one projection of X0: router (from the window's dp) and all w read maps.
+XHC_CLONES std::pair<float, float> TokenFlashProjCoefficients(
+    const XhcDims& d, const XhcParams& P, const float* rowsum, const float* x0, const float* du,
+    size_t tok, XhcCache* cache, float* zc) {
+  const int N = d.N, k = d.k, C = d.C, D = d.D(), w = d.window, PW = N + w * N;
+  FlashWindowT<float>& win = *cache->window;
+  const int* idx = cache->idx.data() + tok * k;
+  const float* hpre = cache->hpre.data() + tok * N;
+  float dh[256];
+  cpu::MultiDot(C, du, N, x0, C, dh);
+  for (int j = 0; j < k; ++j) dh[idx[j]] = cpu::Dot(C, du, cache->xa.data() + (tok * k + j) * C);
+  float* dzq = win.dz_pre.data() + (tok * w + d.pos) * N;
+  float* dzp = cache->dz_proj.data() + tok * 2 * N + N;
+  for (int i = 0; i < N; ++i) dzq[i] = dzp[i] = dh[i] * hpre[i] * (1.0f - hpre[i]);
+  if (d.pos != 0) return {0.0f, 0.0f};
+  const float rstd = win.rstd[tok];
+  const float* proj = win.proj.data() + tok * PW;
+  float a = 0, b = 0;
+  for (int q = 0; q < w; ++q) {
+    const float alpha = P.window_pre_alpha[q][0];
+    const float* dz = win.dz_pre.data() + (tok * w + q) * N;
+    for (int i = 0; i < N; ++i) {
+      zc[N + q * N + i] = dz[i] * alpha * rstd;
+      a += zc[N + q * N + i] * proj[N + q * N + i];
+    }
+  }
+  a *= rstd * rstd / D;
+  float* dzr = win.dz_router.data() + tok * N;
+  std::fill(dzr, dzr + N, 0.0f);
+  for (int j = d.m; j < k; ++j) {
+    const float sv = cache->s[tok * N + idx[j]];
+    dzr[idx[j]] += win.dp[tok * k + j] * sv * (1.0f - sv);
+  }
+  std::copy_n(dzr, N, cache->dz_proj.data() + tok * 2 * N);
+  const float rl = win.rstd_ln[tok], mean = win.mean[tok];
+  float mg = 0, mgl = 0;
+  for (int i = 0; i < N; ++i) {
+    zc[i] = dzr[i] * rl;
+    mg += dzr[i] * rowsum[i];
+    mgl += zc[i] * (proj[i] - mean * rowsum[i]);
+  }
+  mg /= D, mgl /= D;
+  a += rl * rl * mgl;
+  b = rl * rl * mgl * mean - rl * mg;
+  return {a, b};
+}
+
 // Writes every stream of dX[tok] except the sgemm term: pass-through (inactive), mixing and
 // map gradients (active), dense read and the scalar corrections (all).
 XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, const float* x,
@@ -206,6 +263,10 @@ XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, con
     const float* __restrict m = dxa_maps + jj * C;
     const float* __restrict xj = xa + jj * C;
     for (int c = 0; c < C; ++c) dst[c] += m[c] - corr_a * xj[c];
+    if (!d.has_mix) {  // inside a flash window the write is added: identity on the stream
+      cpu::Axpy(C, 1.0f, dA + jj * C, dst);
+      continue;
+    }
     for (int j = 0; j < k; ++j) cpu::Axpy(C, hres[j * k + jj], dA + j * C, dst);
   }
 }
@@ -219,8 +280,12 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
   RETURN_IF_ERROR(CheckCache(d, *cache));
   RETURN_IF_ERROR(CheckParams(d, P));
   if (cfg.type == ResidualType::kHc) return hc::BackwardInput(d, P, X_in, du, dX, cache);
+  if (d.flash && !cache->window) return absl::FailedPreconditionError("xhc_flash: no window");
   const int n = cache->B * cache->T_len, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
-  const StackedWeights proj_w = StackProjection(d, P);
+  // xhc_flash: only the window entry projects from the state (X0, for the whole window).
+  const StackedWeights proj_w = !d.flash     ? StackProjection(d, P)
+                                : d.pos == 0 ? StackFlashProjection(d, P)
+                                             : StackedWeights();
   const StackedWeights map_w = StackMaps(d, P);
   const int R = proj_w.rows;
   // One pass over X_in and dX in blocks of kMaxTokens tokens (X_in and dX blocks stay in
@@ -247,17 +312,22 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
       for (int i = 0; i < nt; ++i) {
         const int tok = t0 + i;
         const size_t off = static_cast<size_t>(tok) * D;
-        const auto ab = TokenProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off,
-                                              du + static_cast<size_t>(tok) * C, tok, cache,
-                                              zc.data() + static_cast<size_t>(i) * R);
+        const float* dut = du + static_cast<size_t>(tok) * C;
+        float* zct = zc.data() + static_cast<size_t>(i) * R;
+        const auto ab =
+            d.flash ? TokenFlashProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off, dut, tok, cache, zct)
+                    : TokenProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off, dut, tok, cache, zct);
         TokenWriteInputGrad(d, *cache, X_in + off, du + static_cast<size_t>(tok) * C,
                             dxa.data() + static_cast<size_t>(i) * Da, corr_a[i], ab, tok,
                             dX + off, dA.data());
       }
-      cpu::AxpyRows(nt, R, D, zc.data(), R, proj_w.w.data(), D,
-                    dX + static_cast<size_t>(t0) * D, D, true);
+      if (R > 0) {
+        cpu::AxpyRows(nt, R, D, zc.data(), R, proj_w.w.data(), D,
+                      dX + static_cast<size_t>(t0) * D, D, true);
+      }
     }
   }
+  if (d.flash && d.pos == 0) cache->window->entry_backward_done = 1;
   return absl::OkStatus();
 }
 

@@ -15,9 +15,12 @@ absl::Status CheckParams(const XhcDims& d, const XhcParamsT<T>& p) {
   if (d.has_router && (p.router_weight == nullptr || p.router_bias == nullptr)) {
     return absl::InvalidArgumentError("router.weight / router.bias missing for xhc");
   }
-  if (!p.pre_weight || !p.pre_bias || !p.pre_alpha || !p.res_weight || !p.res_bias ||
-      !p.res_alpha || !p.post_weight || !p.post_bias || !p.post_alpha) {
-    return absl::InvalidArgumentError("pre.*, res.* and post.* parameters are required");
+  if (!p.pre_weight || !p.pre_bias || !p.pre_alpha || !p.post_weight || !p.post_bias ||
+      !p.post_alpha) {
+    return absl::InvalidArgumentError("pre.* and post.* parameters are required");
+  }
+  if (d.has_mix && (!p.res_weight || !p.res_bias || !p.res_alpha)) {
+    return absl::InvalidArgumentError("res.* parameters are required");
   }
   if (static_cast<int>(p.conv_weight.size()) < d.r) {
     return absl::InvalidArgumentError(absl::StrCat("conv weights: expected ", d.r, ", got ",
@@ -36,9 +39,12 @@ absl::Status CheckGrads(const XhcDims& d, const XhcGradsT<T>& g) {
   if (d.has_router && (g.router_weight == nullptr || g.router_bias == nullptr)) {
     return absl::InvalidArgumentError("router gradients missing for xhc");
   }
-  if (!g.pre_weight || !g.pre_bias || !g.pre_alpha || !g.res_weight || !g.res_bias ||
-      !g.res_alpha || !g.post_weight || !g.post_bias || !g.post_alpha) {
-    return absl::InvalidArgumentError("pre.*, res.* and post.* gradients are required");
+  if (!g.pre_weight || !g.pre_bias || !g.pre_alpha || !g.post_weight || !g.post_bias ||
+      !g.post_alpha) {
+    return absl::InvalidArgumentError("pre.* and post.* gradients are required");
+  }
+  if (d.has_mix && (!g.res_weight || !g.res_bias || !g.res_alpha)) {
+    return absl::InvalidArgumentError("res.* gradients are required");
   }
   if (static_cast<int>(g.conv_weight.size()) < d.r) {
     return absl::InvalidArgumentError("conv weight gradients missing");

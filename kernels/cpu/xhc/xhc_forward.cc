@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
+#include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/hc_ops.h"
 #include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
@@ -63,18 +64,88 @@ XHC_CLONES void TokenPre(const XhcDims& d, const XhcParams& P, const float* rows
   cache->rstd_a[tok] = static_cast<float>(1.0 / std::sqrt(sqa / (k * C) + kNormEps));
 }
 
+// xhc_flash window entry, per token (spec 4.5 steps 1-2 and the dense-read reuse of the
+// seeds' Eq. 19 / 37): statistics of X0, the router and all w read maps from the raw
+// projections in win->proj, the selection, the entry sublayer's full dense read, and for every
+// later sublayer q its base readout sum_{i not active} hpre_q,i X0_i, which stays exact for the
+// whole window because only the active streams change inside it.
+XHC_CLONES void TokenFlashEntry(const XhcDims& d, const XhcParams& P, const float* rowsum,
+                                const float* x, size_t tok, float* u, XhcCache* cache) {
+  const int N = d.N, k = d.k, C = d.C, D = d.D(), w = d.window, PW = N + w * N;
+  FlashWindowT<float>& win = *cache->window;
+  double sum, sumsq;
+  cpu::SumSq(D, x, &sum, &sumsq);
+  const double mean = sum / D;
+  const double var = std::max(0.0, sumsq / D - mean * mean);
+  const float rstd_ln = static_cast<float>(1.0 / std::sqrt(var + kNormEps));
+  const float rstd = static_cast<float>(1.0 / std::sqrt(sumsq / D + kNormEps));
+  win.mean[tok] = static_cast<float>(mean);
+  win.rstd_ln[tok] = rstd_ln;
+  win.rstd[tok] = rstd;
+  const float* proj = win.proj.data() + tok * PW;
+  float* s = win.s.data() + tok * N;
+  for (int i = 0; i < N; ++i) {
+    s[i] = Sigmoid(rstd_ln * (proj[i] - static_cast<float>(mean) * rowsum[i]) + P.router_bias[i]);
+  }
+  float* hpre = win.hpre.data() + tok * w * N;
+  for (int q = 0; q < w; ++q) {
+    for (int i = 0; i < N; ++i) {
+      hpre[q * N + i] = Sigmoid(P.window_pre_alpha[q][0] * rstd * proj[N + q * N + i] +
+                                P.window_pre_bias[q][i]);
+    }
+  }
+  int* idx = win.idx.data() + tok * k;
+  SelectActive(N, k, d.m, s, idx, win.p.data() + tok * k);
+  cpu::WeightedSum(C, N, hpre, x, C, u + tok * C);  // the entry reads all N streams once
+  float hb[3 * 256];  // later sublayers' maps with the active streams masked out
+  for (int q = 1; q < w; ++q) {
+    std::memcpy(hb + (q - 1) * N, hpre + q * N, sizeof(float) * N);
+    for (int j = 0; j < k; ++j) hb[(q - 1) * N + idx[j]] = 0.0f;
+  }
+  if (w > 1) cpu::WeightedSums(C, N, w - 1, hb, x, C, win.base.data() + (tok * w + 1) * C, C);
+}
+
+// xhc_flash sublayer q > 0 of a window, per token: u = base_q + sum_j hpre_q,idx_j Xa[j] with
+// the current active streams (gathered into xa): k + 1 rows of C instead of N.
+XHC_CLONES void TokenFlashRead(const XhcDims& d, size_t tok, float* u, XhcCache* cache) {
+  const int k = d.k, C = d.C, N = d.N;
+  const FlashWindowT<float>& win = *cache->window;
+  const int* idx = cache->idx.data() + tok * k;
+  const float* hpre = cache->hpre.data() + tok * N;
+  float* __restrict ut = u + tok * C;
+  std::memcpy(ut, win.base.data() + (tok * d.window + d.pos) * C, sizeof(float) * C);
+  float h[16];
+  for (int j = 0; j < k; ++j) h[j] = hpre[idx[j]];
+  cpu::AxpyWeighted(C, k, h, cache->xa.data() + tok * k * C, C, ut);
+}
+
+// Per token: Xa = X[idx] and its rms factor.
+XHC_CLONES void TokenGather(const XhcDims& d, const float* x, size_t tok, XhcCache* cache) {
+  const int k = d.k, C = d.C;
+  float* xa = cache->xa.data() + tok * k * C;
+  for (int j = 0; j < k; ++j) {
+    std::memcpy(xa + j * C, x + cache->idx[tok * k + j] * C, sizeof(float) * C);
+  }
+  double ssa, sqa;
+  cpu::SumSq(k * C, xa, &ssa, &sqa);
+  cache->rstd_a[tok] = static_cast<float>(1.0 / std::sqrt(sqa / (k * C) + kNormEps));
+}
+
 // Per token: Hres = sinkhorn(res logits), Hpost = 2 sigmoid(post pre-activations).
 void TokenMixMaps(const XhcConfig& cfg, const XhcDims& d, const XhcParams& P, size_t tok,
                   XhcCache* cache) {
   const int k = d.k, K = d.K, Q = d.Q();
   const float* raw = cache->map_raw.data() + tok * Q;
   const float ra = cache->rstd_a[tok];
-  float z[256];
-  for (int q = 0; q < k * k; ++q) z[q] = P.res_alpha[0] * ra * raw[q] + P.res_bias[q];
-  SinkhornForward(k, cfg.sinkhorn_iters, z, cache->hres.data() + tok * k * k);
+  const int Rres = d.Rres();
+  if (d.has_mix) {
+    float z[256];
+    for (int q = 0; q < k * k; ++q) z[q] = P.res_alpha[0] * ra * raw[q] + P.res_bias[q];
+    SinkhornForward(k, cfg.sinkhorn_iters, z, cache->hres.data() + tok * k * k);
+  }
   float* hpost = cache->hpost.data() + tok * k * K;
   for (int q = 0; q < k * K; ++q) {
-    hpost[q] = 2.0f * Sigmoid(P.post_alpha[0] * ra * raw[k * k + q] + P.post_bias[q]);
+    hpost[q] = 2.0f * Sigmoid(P.post_alpha[0] * ra * raw[Rres + q] + P.post_bias[q]);
   }
 }
 
@@ -98,10 +169,46 @@ XHC_CLONES void TokenPost(const XhcConfig& cfg, const XhcDims& d, const float* c
     float* __restrict dst = X + static_cast<size_t>(tok) * D +
                             cache->idx[static_cast<size_t>(tok) * k + j] * C;
     const float pj = cache->p[static_cast<size_t>(tok) * k + j];
-    std::memset(dst, 0, sizeof(float) * C);
-    for (int jj = 0; jj < k; ++jj) cpu::Axpy(C, hres[j * k + jj], xa + jj * C, dst);
+    if (d.has_mix) {
+      std::memset(dst, 0, sizeof(float) * C);
+      for (int jj = 0; jj < k; ++jj) cpu::Axpy(C, hres[j * k + jj], xa + jj * C, dst);
+    } else {  // inside a flash window: the write adds to the stream, no mixing
+      std::memcpy(dst, xa + j * C, sizeof(float) * C);
+    }
     for (int q = 0; q < K; ++q) cpu::Axpy(C, pj * hpost[j * K + q], v + q * C, dst);
   }
+}
+
+// xhc_flash XhcPre: the window entry makes one pass over X0 (projections of the router and
+// all w read maps, statistics, selection, the entry's read and the later sublayers' base
+// readouts); later sublayers touch only the k active streams of the current state.
+absl::Status FlashPre(const XhcDims& d, const XhcConfig& cfg, const XhcParams& P, int n,
+                      const float* X, float* u, const StackedWeights& map_w, XhcCache* cache) {
+  const int D = d.D(), Da = d.Da(), Q = d.Q(), PW = d.N + d.window * d.N;
+  const StackedWeights proj_w =
+      d.pos == 0 ? StackFlashProjection(d, P) : StackedWeights();
+  constexpr int kBlock = cpu::kMaxTokens;
+  const int num_blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int blk = 0; blk < num_blocks; ++blk) {
+    const int t0 = blk * kBlock, nt = std::min(kBlock, n - t0);
+    const size_t s0 = static_cast<size_t>(t0);
+    if (d.pos == 0) {
+      cpu::DotRows(nt, proj_w.rows, D, X + s0 * D, D, proj_w.w.data(), D,
+                   cache->window->proj.data() + s0 * PW, PW);
+    }
+    for (int tok = t0; tok < t0 + nt; ++tok) {
+      const float* x = X + static_cast<size_t>(tok) * D;
+      if (d.pos == 0) TokenFlashEntry(d, P, proj_w.rowsum.data(), x, tok, u, cache);
+      CopyFromWindow(d, tok, cache);
+      TokenGather(d, x, tok, cache);
+      if (d.pos > 0) TokenFlashRead(d, tok, u, cache);
+    }
+    cpu::DotRows(nt, Q, Da, cache->xa.data() + s0 * Da, Da, map_w.w.data(), Da,
+                 cache->map_raw.data() + s0 * Q, Q);
+    for (int tok = t0; tok < t0 + nt; ++tok) TokenMixMaps(cfg, d, P, tok, cache);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -115,9 +222,12 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int 
   }
   ResizeCache(d, B, T, cache);
   if (cfg.type == ResidualType::kHc) return hc::Pre(d, P, B, T, X, u, cache);
+  RETURN_IF_ERROR(CheckWindowParams(d, P));
   const int n = B * T, N = d.N, D = d.D(), Da = d.Da(), Q = d.Q();
-  const StackedWeights proj_w = StackProjection(d, P);
+  RETURN_IF_ERROR(PrepareWindow(d, static_cast<size_t>(n), cache));
   const StackedWeights map_w = StackMaps(d, P);
+  if (d.flash) return FlashPre(d, cfg, P, n, X, u, map_w, cache);
+  const StackedWeights proj_w = StackProjection(d, P);
   const float* rowsum = proj_w.rowsum.data();
   // One pass over the state, in blocks of kMaxTokens tokens (1 MiB at N*C = 16384, stays in
   // L2 between the steps): raw projections proj (nt, 2N) = X . [router; pre]^T, then per

@@ -1,5 +1,6 @@
 #include "kernels/cpu/xhc/xhc_reference.h"
 
+#include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/hc_reference.h"
 
 #include <vector>
@@ -40,6 +41,43 @@ void RefTokenMaps(const XhcDims& d, const XhcParamsT<R>& P, const R* flat, size_
   }
 }
 
+// xhc_flash window entry (spec 4.5 steps 1-2) for one token: statistics of flat = X0[tok],
+// the router, and the read maps of all w sublayers of the window, into the window context.
+template <typename R>
+void RefFlashEntryMaps(const XhcDims& d, const XhcParamsT<R>& P, const R* flat, size_t tok,
+                       FlashWindowT<R>* win) {
+  const int N = d.N, D = d.D(), w = d.window, PW = N + w * N;
+  R mean = 0;
+  for (int c = 0; c < D; ++c) mean += flat[c];
+  mean /= D;
+  R var = 0;
+  for (int c = 0; c < D; ++c) var += (flat[c] - mean) * (flat[c] - mean);
+  var /= D;
+  const R rstd_ln = R(1) / std::sqrt(var + R(kNormEps));
+  std::vector<R> ln(D), y(D);
+  for (int c = 0; c < D; ++c) ln[c] = (flat[c] - mean) * rstd_ln;
+  const R rstd = RmsForward(D, flat, y.data());
+  win->mean[tok] = mean;
+  win->rstd_ln[tok] = rstd_ln;
+  win->rstd[tok] = rstd;
+  R* proj = win->proj.data() + tok * PW;
+  for (int i = 0; i < N; ++i) {
+    const R* wr = P.router_weight + static_cast<size_t>(i) * D;
+    proj[i] = Dot(D, flat, wr);
+    win->s[tok * N + i] = Sigmoid(Dot(D, ln.data(), wr) + P.router_bias[i]);
+  }
+  for (int q = 0; q < w; ++q) {
+    for (int i = 0; i < N; ++i) {
+      const R* wp = P.window_pre_weight[q] + static_cast<size_t>(i) * D;
+      proj[N + q * N + i] = Dot(D, flat, wp);
+      win->hpre[(tok * w + q) * N + i] =
+          Sigmoid(P.window_pre_alpha[q][0] * Dot(D, y.data(), wp) + P.window_pre_bias[q][i]);
+    }
+  }
+  SelectActive(N, d.k, d.m, win->s.data() + tok * N, win->idx.data() + tok * d.k,
+               win->p.data() + tok * d.k);
+}
+
 // Res and post maps of one token from its gathered active streams xa (k*C).
 template <typename R>
 void RefTokenMixMaps(const XhcConfig& cfg, const XhcDims& d, const XhcParamsT<R>& P,
@@ -48,15 +86,16 @@ void RefTokenMixMaps(const XhcConfig& cfg, const XhcDims& d, const XhcParamsT<R>
   const R* xa = cache->xa.data() + tok * Da;
   std::vector<R> xan(Da), z(k * k);
   cache->rstd_a[tok] = RmsForward(Da, xa, xan.data());
-  for (int q = 0; q < k * k; ++q) {
+  const int Rres = d.Rres();  // 0 inside a flash window: no mixing there
+  for (int q = 0; q < Rres; ++q) {
     const R* w = P.res_weight + static_cast<size_t>(q) * Da;  // res.weight is [k*k, k*C]
     cache->map_raw[tok * Q + q] = Dot(Da, xa, w);
     z[q] = P.res_alpha[0] * Dot(Da, xan.data(), w) + P.res_bias[q];
   }
-  SinkhornForward(k, cfg.sinkhorn_iters, z.data(), cache->hres.data() + tok * k * k);
+  if (d.has_mix) SinkhornForward(k, cfg.sinkhorn_iters, z.data(), cache->hres.data() + tok * k * k);
   for (int q = 0; q < k * K; ++q) {
     const R* w = P.post_weight + static_cast<size_t>(q) * Da;  // post.weight is [k*K, k*C]
-    cache->map_raw[tok * Q + k * k + q] = Dot(Da, xa, w);
+    cache->map_raw[tok * Q + Rres + q] = Dot(Da, xa, w);
     const R zp = P.post_alpha[0] * Dot(Da, xan.data(), w) + P.post_bias[q];
     cache->hpost[tok * k * K + q] = R(2) * Sigmoid(zp);
   }
@@ -74,17 +113,24 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParamsT<R>& P, int B, int T_l
   }
   ResizeCache(d, B, T_len, cache);
   if (cfg.type == ResidualType::kHc) return HcPre(d, P, B, T_len, X, u, cache);
+  RETURN_IF_ERROR(CheckWindowParams(d, P));
   const int N = d.N, k = d.k, D = d.D();
   const size_t n = static_cast<size_t>(B) * T_len;
+  RETURN_IF_ERROR(PrepareWindow(d, n, cache));
   for (size_t tok = 0; tok < n; ++tok) {
     const R* flat = X + tok * D;  // X[tok] is (N, C)
-    RefTokenMaps(d, P, flat, tok, cache);
     int* idx = cache->idx.data() + tok * k;
-    R* p = cache->p.data() + tok * k;
-    if (d.has_router) {
-      SelectActive(N, k, d.m, cache->s.data() + tok * N, idx, p);
+    if (d.flash) {  // routing and read map decided once, at the window entry, from X0
+      if (d.pos == 0) RefFlashEntryMaps(d, P, flat, tok, cache->window.get());
+      CopyFromWindow(d, tok, cache);
     } else {
-      for (int j = 0; j < k; ++j) idx[j] = j, p[j] = 1;
+      RefTokenMaps(d, P, flat, tok, cache);
+      R* p = cache->p.data() + tok * k;
+      if (d.has_router) {
+        SelectActive(N, k, d.m, cache->s.data() + tok * N, idx, p);
+      } else {
+        for (int j = 0; j < k; ++j) idx[j] = j, p[j] = 1;
+      }
     }
     for (int c = 0; c < C; ++c) {  // u[tok] = sum_i hpre_i X[tok, i]
       R acc = 0;
@@ -124,7 +170,8 @@ absl::Status XhcPost(const XhcConfig& cfg, const XhcParamsT<R>& P, const R* out,
         const R pj = cache->p[tok * k + j];
         for (int c = 0; c < C; ++c) {
           R acc = 0;
-          for (int jj = 0; jj < k; ++jj) acc += hres[j * k + jj] * xa[jj * C + c];
+          if (!d.has_mix) acc = xa[j * C + c];  // inside a flash window: no mixing
+          for (int jj = 0; jj < k && d.has_mix; ++jj) acc += hres[j * k + jj] * xa[jj * C + c];
           R wr = 0;
           for (int q = 0; q < K; ++q) wr += hpost[j * K + q] * v[q * C + c];
           X[tok * D + i * C + c] = acc + pj * wr;

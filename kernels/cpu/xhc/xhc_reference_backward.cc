@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/hc_reference.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
 
@@ -53,19 +54,25 @@ void RefTokenBackwardOut(const XhcConfig& cfg, const XhcDims& d, const XhcParams
       const R dot = Dot(C, aug + q * C, dA + j * C);
       const R h = hpost[j * K + q];
       dp[j] += h * dot;
-      dz[k * k + j * K + q] = p[j] * dot * h * (R(1) - h / R(2));  // H = 2 sigmoid(z)
+      dz[d.Rres() + j * K + q] = p[j] * dot * h * (R(1) - h / R(2));  // H = 2 sigmoid(z)
       for (int c = 0; c < C; ++c) daug[q * C + c] += p[j] * h * dA[j * C + c];
     }
-    for (int jj = 0; jj < k; ++jj) dhres[j * k + jj] = Dot(C, dA + j * C, xa + jj * C);
+    for (int jj = 0; jj < k && d.has_mix; ++jj) dhres[j * k + jj] = Dot(C, dA + j * C, xa + jj * C);
   }
   const R ra = cache->rstd_a[tok];
-  for (int q = 0; q < k * k; ++q) {
-    z[q] = P.res_alpha[0] * ra * cache->map_raw[tok * Q + q] + P.res_bias[q];
-    dz[q] = 0;
+  if (d.has_mix) {
+    for (int q = 0; q < k * k; ++q) {
+      z[q] = P.res_alpha[0] * ra * cache->map_raw[tok * Q + q] + P.res_bias[q];
+      dz[q] = 0;
+    }
+    SinkhornBackward(k, cfg.sinkhorn_iters, z.data(), dhres.data(), dz, work);
   }
-  SinkhornBackward(k, cfg.sinkhorn_iters, z.data(), dhres.data(), dz, work);
   R* dzr = cache->dz_proj.data() + tok * 2 * N;
   for (int i = 0; i < N; ++i) dzr[i] = 0;
+  if (d.flash) {  // the window's one routing decision: its entry turns dp into router dz
+    for (int j = d.m; j < k; ++j) cache->window->dp[tok * k + j] += dp[j];
+    return;
+  }
   if (!d.has_router) return;
   for (int j = d.m; j < k; ++j) {  // p_j = s_idx_j, s = sigmoid(z_router)
     const int i = cache->idx[tok * k + j];
@@ -133,18 +140,28 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParamsT<R>& P, cons
   if (cfg.type == ResidualType::kHc) return HcBackwardInput(d, P, X_in, du, dX, cache);
   const int N = d.N, k = d.k, K = d.K, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
   const size_t n = static_cast<size_t>(cache->B) * cache->T_len;
-  std::vector<R> dA(Da), dxa(Da), gxa(Da), xan(Da), dflat(D), y(D), ln(D), gy(D), gln(D);
+  std::vector<R> dA(Da), dxa(Da), gxa(Da), xan(Da), dflat(D), y(D), ln(D), gy(D), gln(D), xq(D);
+  FlashWindowT<R>* win = cache->window.get();
+  const int w = d.window, Rres = d.Rres();
   for (size_t tok = 0; tok < n; ++tok) {
-    const R* x = X_in + tok * D;  // X_in[tok] is (N, C)
+    // X_in[tok] is (N, C): this sublayer's input state, except under xhc_flash, where it is
+    // the window's entry state X0: the current active streams are then cache->xa (only those
+    // changed inside the window), the others are X0's.
+    const R* x0 = X_in + tok * D;
+    for (int e = 0; e < D; ++e) xq[e] = x0[e];
+    const R* x = xq.data();
     const int* idx = cache->idx.data() + tok * k;
+    for (int j = 0; j < k; ++j) {
+      for (int c = 0; c < C; ++c) xq[idx[j] * C + c] = cache->xa[(tok * k + j) * C + c];
+    }
     const R* hpre = cache->hpre.data() + tok * N;
     for (int j = 0; j < k; ++j) for (int c = 0; c < C; ++c) dA[j * C + c] = dX[tok * D + idx[j] * C + c];
     // Mixing: Xa'[j] = sum_j' Hres[j][j'] Xa[j'] + ...
     const R* hres = cache->hres.data() + tok * k * k;
     for (int jj = 0; jj < k; ++jj) {
       for (int c = 0; c < C; ++c) {
-        R acc = 0;
-        for (int j = 0; j < k; ++j) acc += hres[j * k + jj] * dA[j * C + c];
+        R acc = d.has_mix ? R(0) : dA[jj * C + c];  // no mixing inside a flash window
+        for (int j = 0; j < k && d.has_mix; ++j) acc += hres[j * k + jj] * dA[j * C + c];
         dxa[jj * C + c] = acc;
       }
     }
@@ -152,10 +169,10 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParamsT<R>& P, cons
     const R* dz = cache->dz_map.data() + tok * Q;
     for (int e = 0; e < Da; ++e) gxa[e] = 0;
     for (int q = 0; q < Q; ++q) {
-      const R* w = (q < k * k) ? P.res_weight + static_cast<size_t>(q) * Da
-                               : P.post_weight + static_cast<size_t>(q - k * k) * Da;
-      const R alpha = (q < k * k) ? P.res_alpha[0] : P.post_alpha[0];
-      for (int e = 0; e < Da; ++e) gxa[e] += alpha * dz[q] * w[e];
+      const R* wq = (q < Rres) ? P.res_weight + static_cast<size_t>(q) * Da
+                               : P.post_weight + static_cast<size_t>(q - Rres) * Da;
+      const R alpha = (q < Rres) ? P.res_alpha[0] : P.post_alpha[0];
+      for (int e = 0; e < Da; ++e) gxa[e] += alpha * dz[q] * wq[e];
     }
     const R ra = RmsForward(Da, cache->xa.data() + tok * Da, xan.data());
     RmsBackward(Da, xan.data(), ra, gxa.data(), dxa.data());
@@ -166,11 +183,33 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParamsT<R>& P, cons
       const R dh = Dot(C, du + tok * C, x + i * C);
       dzp[i] = dh * hpre[i] * (R(1) - hpre[i]);
       for (int c = 0; c < C; ++c) dflat[i * C + c] += hpre[i] * du[tok * C + c];
-      const R* wp = P.pre_weight + static_cast<size_t>(i) * D;
-      for (int e = 0; e < D; ++e) gy[e] += P.pre_alpha[0] * dzp[i] * wp[e];
+      if (d.flash) win->dz_pre[(tok * w + d.pos) * N + i] = dzp[i];
     }
-    const R r = RmsForward(D, x, y.data());
-    RmsBackward(D, y.data(), r, gy.data(), dflat.data());
+    // The read maps were projected from x (xhc) or from X0 at the window entry (flash: all w
+    // of them, whose dz the later sublayers left in the window; nothing to do before it).
+    const int maps = d.flash ? (d.pos == 0 ? w : 0) : 1;
+    for (int q = 0; q < maps; ++q) {
+      const R* wp0 = d.flash ? P.window_pre_weight[q] : P.pre_weight;
+      const R alpha = d.flash ? P.window_pre_alpha[q][0] : P.pre_alpha[0];
+      const R* dzq = d.flash ? win->dz_pre.data() + (tok * w + q) * N : dzp;
+      for (int i = 0; i < N; ++i) {
+        const R* wp = wp0 + static_cast<size_t>(i) * D;
+        for (int e = 0; e < D; ++e) gy[e] += alpha * dzq[i] * wp[e];
+      }
+    }
+    if (maps > 0) {
+      const R r = RmsForward(D, x, y.data());
+      RmsBackward(D, y.data(), r, gy.data(), dflat.data());
+    }
+    if (d.flash && d.has_router) {  // window entry: router dz from the window's dp
+      R* dzr = cache->dz_proj.data() + tok * 2 * N;
+      for (int i = 0; i < N; ++i) dzr[i] = 0;
+      for (int j = d.m; j < k; ++j) {
+        const R sv = cache->s[tok * N + idx[j]];
+        dzr[idx[j]] += win->dp[tok * k + j] * sv * (R(1) - sv);
+      }
+      for (int i = 0; i < N; ++i) win->dz_router[tok * N + i] = dzr[i];
+    }
     if (d.has_router) {  // s = sigmoid(ln(x).Wr^T + b); dz stashed by XhcBackwardOut
       const R* dzr = cache->dz_proj.data() + tok * 2 * N;
       for (int i = 0; i < N; ++i) {
@@ -196,6 +235,7 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParamsT<R>& P, cons
     for (int j = 0; j < k; ++j) for (int c = 0; c < C; ++c) dflat[idx[j] * C + c] += dxa[j * C + c];
     for (int e = 0; e < D; ++e) dX[tok * D + e] = dflat[e];
   }
+  if (d.flash && d.pos == 0) win->entry_backward_done = 1;
   (void)K;
   return absl::OkStatus();
 }
@@ -209,14 +249,18 @@ absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParamsT<R>& P, co
   RETURN_IF_ERROR(CheckParams(d, P));
   RETURN_IF_ERROR(CheckGrads(d, G));
   if (cfg.type == ResidualType::kHc) return HcBackwardWeights(d, P, X_in, cache, G);
+  RETURN_IF_ERROR(CheckWindowBackwardDone(d, cache));
+  const FlashWindowT<R>* win = cache.window.get();
   const int N = d.N, k = d.k, K = d.K, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
   const int T_len = cache.T_len;
   const size_t n = static_cast<size_t>(cache.B) * T_len;
   std::vector<R> y(D), ln(D), xan(Da);
   for (size_t tok = 0; tok < n; ++tok) {
     const R* x = X_in + tok * D;
+    // X_in is the sublayer's input (xhc) or the window's entry state (flash), which is what
+    // the read maps and the router were projected from.
     const R* dzr = cache.dz_proj.data() + tok * 2 * N;
-    const R* dzp = dzr + N;
+    const R* dzp = d.flash ? win->dz_pre.data() + (tok * d.window + d.pos) * N : dzr + N;
     RmsForward(D, x, y.data());
     for (int i = 0; i < N; ++i) {
       const R* wp = P.pre_weight + static_cast<size_t>(i) * D;
@@ -239,8 +283,8 @@ absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParamsT<R>& P, co
     RmsForward(Da, cache.xa.data() + tok * Da, xan.data());
     const R* dz = cache.dz_map.data() + tok * Q;
     for (int q = 0; q < Q; ++q) {
-      const bool res = q < k * k;
-      const int row = res ? q : q - k * k;
+      const bool res = q < d.Rres();
+      const int row = res ? q : q - d.Rres();
       const R* w = (res ? P.res_weight : P.post_weight) + static_cast<size_t>(row) * Da;
       R* gw = (res ? G.res_weight : G.post_weight) + static_cast<size_t>(row) * Da;
       const R alpha = res ? P.res_alpha[0] : P.post_alpha[0];

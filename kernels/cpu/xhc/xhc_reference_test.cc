@@ -143,6 +143,174 @@ TEST(XhcReferenceGradTest, Mhc) {
   CheckFiniteDifferences(pb, 5);
 }
 
+// xhc_flash: one whole window of w sublayers (attention, mlp, ...), each with F_q(u) = a_q u +
+// b_q, loss = sum(G * X after the window). Every sublayer has its own parameters; the entry
+// reads all of their pre.* (spec 4.5).
+struct WindowProblem {
+  int w, B, T, C;
+  std::vector<XhcConfig> cfg;
+  std::vector<ParamStore<double>> params;
+  std::vector<std::vector<double>> a, b;
+  std::vector<double> X, G;
+  size_t n() const { return static_cast<size_t>(B) * T; }
+
+  WindowProblem(int w_, int N, int k, int m, std::vector<int> kernels, int B_, int T_, int C_,
+                uint64_t seed)
+      : w(w_), B(B_), T(T_), C(C_) {
+    std::mt19937_64 rng(seed);
+    XhcDims d0;
+    for (int q = 0; q < w; ++q) {
+      XhcConfig c = Xhc(N, k, m, q % 2 == 1, kernels);
+      c.type = ResidualType::kXhcFlash;
+      c.window = w;
+      c.window_pos = q;
+      cfg.push_back(c);
+      const XhcDims d = ResolveDims(c, C).value();
+      if (q == 0) d0 = d;
+      params.emplace_back();
+      params.back().Init(d, rng);
+      a.push_back(RandomVector<double>(C, rng));
+      b.push_back(RandomVector<double>(C, rng));
+    }
+    X = RandomVector<double>(n() * d0.D(), rng);
+    G = RandomVector<double>(n() * d0.D(), rng);
+  }
+
+  std::vector<XhcParamsT<double>> Views() {
+    std::vector<XhcParamsT<double>> v;
+    for (auto& p : params) v.push_back(p.View());
+    for (auto& p : params) {
+      v[0].window_pre_weight.push_back(p.Ptr("pre.weight"));
+      v[0].window_pre_bias.push_back(p.Ptr("pre.bias"));
+      v[0].window_pre_alpha.push_back(p.Ptr("pre.alpha"));
+    }
+    return v;
+  }
+
+  // Forward over the window from x0; returns the state after it and fills the caches.
+  std::vector<double> Forward(const std::vector<double>& x0,
+                              std::vector<XhcCacheT<double>>* caches,
+                              std::vector<std::vector<double>>* us = nullptr) {
+    const auto P = Views();
+    caches->assign(w, XhcCacheT<double>());
+    std::vector<double> state = x0, u(n() * C), out(n() * C);
+    for (int q = 0; q < w; ++q) {
+      if (q > 0) (*caches)[q].window = (*caches)[0].window;
+      EXPECT_TRUE(ref::XhcPre(cfg[q], P[q], B, T, C, state.data(), u.data(), &(*caches)[q]).ok());
+      if (us) us->push_back(u);
+      for (size_t e = 0; e < n() * C; ++e) out[e] = a[q][e % C] * u[e] + b[q][e % C];
+      EXPECT_TRUE(ref::XhcPost(cfg[q], P[q], out.data(), state.data(), &(*caches)[q]).ok());
+    }
+    return state;
+  }
+
+  double Loss(const std::vector<double>& x0) {
+    std::vector<XhcCacheT<double>> caches;
+    const auto state = Forward(x0, &caches);
+    double loss = 0;
+    for (size_t e = 0; e < state.size(); ++e) loss += G[e] * state[e];
+    return loss;
+  }
+
+  void Gradients(std::vector<double>* dX, std::vector<ParamStore<double>>* grads) {
+    std::vector<XhcCacheT<double>> caches;
+    Forward(X, &caches);
+    const auto P = Views();
+    *dX = G;
+    std::vector<double> d_out(n() * C), du(n() * C);
+    for (int q = w - 1; q >= 0; --q) {
+      ASSERT_TRUE(ref::XhcBackwardOut(cfg[q], P[q], dX->data(), &caches[q], d_out.data()).ok());
+      for (size_t e = 0; e < n() * C; ++e) du[e] = a[q][e % C] * d_out[e];
+      ASSERT_TRUE(ref::XhcBackwardInput(cfg[q], P[q], X.data(), du.data(), dX->data(), &caches[q]).ok());
+    }
+    *grads = params;
+    for (int q = 0; q < w; ++q) {
+      for (auto& [name, v] : (*grads)[q].tensors) std::fill(v.begin(), v.end(), 0.0);
+      ASSERT_TRUE(ref::XhcBackwardWeights(cfg[q], P[q], X.data(), caches[q], (*grads)[q].GradView()).ok());
+    }
+  }
+};
+
+void CheckWindowFiniteDifferences(WindowProblem& pb, uint64_t seed) {
+  std::vector<double> dX;
+  std::vector<ParamStore<double>> grads;
+  pb.Gradients(&dX, &grads);
+  std::mt19937_64 rng(seed);
+  const double h = 1e-5;
+  for (int s = 0; s < 40; ++s) {
+    const size_t e = rng() % pb.X.size();
+    std::vector<double> xp = pb.X, xm = pb.X;
+    xp[e] += h;
+    xm[e] -= h;
+    ExpectClose(dX[e], (pb.Loss(xp) - pb.Loss(xm)) / (2 * h), "X0[" + std::to_string(e) + "]");
+  }
+  for (int q = 0; q < pb.w; ++q) {
+    for (auto& [name, v] : pb.params[q].tensors) {
+      const auto& g = grads[q].Get(name);
+      for (int s = 0; s < 8; ++s) {
+        const size_t e = (s == 0) ? 0 : rng() % v.size();
+        const double keep = v[e];
+        v[e] = keep + h;
+        const double lp = pb.Loss(pb.X);
+        v[e] = keep - h;
+        const double lm = pb.Loss(pb.X);
+        v[e] = keep;
+        ExpectClose(g[e], (lp - lm) / (2 * h),
+                    "sublayer " + std::to_string(q) + " " + name + "[" + std::to_string(e) + "]");
+      }
+    }
+  }
+}
+
+TEST(XhcReferenceGradTest, FlashWindowOfTwo) {
+  WindowProblem pb(2, 6, 3, 1, {2, 3}, 2, 4, 5, 31);
+  CheckWindowFiniteDifferences(pb, 9);
+}
+TEST(XhcReferenceGradTest, FlashWindowOfFourNoKernels) {
+  WindowProblem pb(4, 5, 2, 1, {}, 2, 3, 4, 32);
+  CheckWindowFiniteDifferences(pb, 10);
+}
+TEST(XhcReferenceGradTest, FlashWindowOfFourAllFixed) {
+  WindowProblem pb(4, 4, 3, 0, {3}, 1, 5, 4, 33);
+  CheckWindowFiniteDifferences(pb, 11);
+}
+
+// Spec 4.5: sublayer q of a window reads the CURRENT state through the entry-time map.
+TEST(XhcReferenceFlashTest, SublayerInputIsTheDenseReadOfTheCurrentState) {
+  WindowProblem pb(4, 6, 3, 2, {2}, 2, 3, 5, 34);
+  std::vector<XhcCacheT<double>> caches;
+  std::vector<std::vector<double>> us;
+  const auto P = pb.Views();
+  pb.Forward(pb.X, &caches, &us);
+  // Replay, checking u_q against sum_i hpre_q,i X_q,i with hpre from X0 and X_q the state
+  // before sublayer q; only the k active streams of X0 may differ from X_q.
+  std::vector<double> state = pb.X, u(pb.n() * pb.C), out(u.size());
+  const int N = 6, C = pb.C, D = N * C;
+  const auto& win = *caches[0].window;
+  for (int q = 0; q < 4; ++q) {
+    for (size_t tok = 0; tok < pb.n(); ++tok) {
+      for (int c = 0; c < C; ++c) {
+        double acc = 0;
+        for (int i = 0; i < N; ++i) acc += win.hpre[(tok * 4 + q) * N + i] * state[tok * D + i * C + c];
+        EXPECT_NEAR(us[q][tok * C + c], acc, 1e-12);
+      }
+      for (int i = 0; i < N; ++i) {
+        bool active = false;
+        for (int j = 0; j < 3; ++j) active |= win.idx[tok * 3 + j] == i;
+        if (active) continue;
+        for (int c = 0; c < C; ++c) ASSERT_EQ(state[tok * D + i * C + c], pb.X[tok * D + i * C + c]);
+      }
+    }
+    XhcCacheT<double> cache;
+    cache.window = caches[0].window;
+    if (q == 0) cache.window = nullptr;
+    ASSERT_TRUE(ref::XhcPre(pb.cfg[q], P[q], pb.B, pb.T, C, state.data(), u.data(), &cache).ok());
+    if (q == 0) caches[0].window = cache.window;  // the replay's own entry decides identically
+    for (size_t e = 0; e < u.size(); ++e) out[e] = pb.a[q][e % C] * u[e] + pb.b[q][e % C];
+    ASSERT_TRUE(ref::XhcPost(pb.cfg[q], P[q], out.data(), state.data(), &cache).ok());
+  }
+}
+
 TEST(HeadReduceReferenceGradTest, FiniteDifferences) {
   const int n = 3, N = 4, C = 5, D = N * C;
   std::mt19937_64 rng(21);

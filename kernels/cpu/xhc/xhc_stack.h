@@ -40,12 +40,32 @@ inline StackedWeights StackProjection(const XhcDims& d, const XhcParams& P) {
   return s;
 }
 
+// xhc_flash window entry: [router; pre_0; ...; pre_{w-1}] over X0, so one pass over the entry
+// state projects the routing decision and every read map of the window (spec 4.5).
+inline StackedWeights StackFlashProjection(const XhcDims& d, const XhcParams& P) {
+  StackedWeights s;
+  const size_t D = d.D(), N = d.N;
+  s.rows = d.N + d.window * d.N;
+  s.w.resize(s.rows * D);
+  std::memcpy(s.w.data(), P.router_weight, sizeof(float) * N * D);
+  for (int q = 0; q < d.window; ++q) {
+    std::memcpy(s.w.data() + (N + q * N) * D, P.window_pre_weight[q], sizeof(float) * N * D);
+  }
+  s.rowsum.assign(s.rows, 0.0f);
+  for (int r = 0; r < s.rows; ++r) {
+    double acc = 0;
+    for (size_t c = 0; c < D; ++c) acc += s.w[r * D + c];
+    s.rowsum[r] = static_cast<float>(acc);
+  }
+  return s;
+}
+
 inline StackedWeights StackMaps(const XhcDims& d, const XhcParams& P) {
   StackedWeights s;
-  const size_t Da = d.Da(), kk = d.k * d.k, kK = d.k * d.K;
+  const size_t Da = d.Da(), kk = d.Rres(), kK = d.k * d.K;  // no res rows inside a flash window
   s.rows = d.Q();
   s.w.resize(s.rows * Da);
-  std::memcpy(s.w.data(), P.res_weight, sizeof(float) * kk * Da);
+  if (kk > 0) std::memcpy(s.w.data(), P.res_weight, sizeof(float) * kk * Da);
   std::memcpy(s.w.data() + kk * Da, P.post_weight, sizeof(float) * kK * Da);
   return s;
 }

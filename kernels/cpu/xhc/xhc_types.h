@@ -12,6 +12,7 @@
 //   post.weight        [k*K, k*C]     post.bias [k*K]    post.alpha scalar
 //   conv.j.weight      [kappa_j, C]
 
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -96,6 +97,28 @@ struct XhcGradsT {
   std::vector<T*> conv_weight;
 };
 
+// xhc_flash (spec 4.5): what the w sublayers of one window share, for one micro-batch. The
+// window entry's XhcPre fills the routing, the entry statistics and every sublayer's read map
+// (all from the entry state X0); the later sublayers' XhcPre read them. In backward, every
+// sublayer adds d loss / d p and its read map's dz here, and the entry's XhcBackwardInput
+// turns them into the gradient of X0; the weight passes read them afterwards.
+template <typename T>
+struct FlashWindowT {
+  int w = 0;                           // sublayers in the window
+  std::vector<int> idx;                // (n, k) the shared active set
+  std::vector<T> p;                    // (n, k) slot weights
+  std::vector<T> s;                    // (n, N) router probabilities
+  std::vector<T> mean, rstd_ln, rstd;  // (n) LayerNorm / RMS statistics of X0
+  std::vector<T> proj;                 // (n, N + w*N) raw X0 . [router; pre_0; ..; pre_w-1]^T
+  std::vector<T> hpre;                 // (n, w, N) read map of each sublayer, from X0
+  std::vector<T> base;                 // (n, w, C) optimized path: sum over the streams
+                                       // outside the active set of hpre_q,i X0_i
+  std::vector<T> dp;                   // (n, k) d loss / d p, summed over the window
+  std::vector<T> dz_pre;               // (n, w, N) d loss / d read-map pre-activations
+  std::vector<T> dz_router;            // (n, N) d loss / d router pre-activations
+  int entry_backward_done = 0;         // set by the entry's XhcBackwardInput
+};
+
 // Everything one sublayer's backward needs besides the saved input state X_in.
 // Owned by the caller, sized by the kernels (vectors are resized on XhcPre).
 // Per-token sizes, n = B*T tokens.
@@ -129,6 +152,11 @@ struct XhcCacheT {
   std::vector<T> hc_dots;    // (n, N, N+2) <w, rms(X_i)> for w = pre, post, res rows 0..N-1
   std::vector<T> hc_dmap;    // (n, N, N+2) d loss / d the maps those dots feed: Hpre_i,
                              // Hpost_i, Hres[a][i] (same layout), set by the backward
+  // xhc_flash: the window this sublayer belongs to, shared with the window's other sublayers
+  // (the entry's XhcPre creates it; the caller hands the same pointer to the later sublayers'
+  // caches before their XhcPre). idx, p, s, hpre and the statistics above are this
+  // sublayer's copies of the window's.
+  std::shared_ptr<FlashWindowT<T>> window;
 };
 
 using XhcParams = XhcParamsT<float>;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
+#include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/gemm_util.h"
 #include "kernels/cpu/xhc/hc_ops.h"
 #include "kernels/cpu/xhc/xhc_check.h"
@@ -29,12 +30,20 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
   A.resize(static_cast<size_t>(n) * R), tmp.resize(static_cast<size_t>(R) * D);
   const float alpha = P.pre_alpha[0];
   float pre_alpha = 0;
+  // dz of the read map: the cache's (xhc, mhc), or the window's (xhc_flash: complete only once
+  // the window entry's input backward ran; X_in is then the entry state X0).
+  const FlashWindowT<float>* win = cache.window.get();
+  auto dz_pre = [&](int tok) {
+    return d.flash ? win->dz_pre.data() + (static_cast<size_t>(tok) * d.window + d.pos) * N
+                   : cache.dz_proj.data() + static_cast<size_t>(tok) * 2 * N + N;
+  };
   for (int tok = 0; tok < n; ++tok) {
     const float* dz = cache.dz_proj.data() + static_cast<size_t>(tok) * 2 * N;
+    const float* dzp = dz_pre(tok);
     float* a = A.data() + static_cast<size_t>(tok) * R;
     for (int i = 0; i < N; ++i) {
       if (d.has_router) a[i] = dz[i] * cache.rstd_ln[tok];  // d / d W of ln(x).W
-      a[off + i] = dz[N + i] * alpha * cache.rstd[tok];      // d / d W of alpha rms(x).W
+      a[off + i] = dzp[i] * alpha * cache.rstd[tok];         // d / d W of alpha rms(x).W
     }
   }
   // tmp (R, D) = A^T (R, n) . X_in (n, D)
@@ -48,7 +57,7 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
         bias += dz[i];
         corr += A[static_cast<size_t>(tok) * R + i] * cache.mean[tok];  // ln subtracts mean
       }
-      galpha += dz[N + i] * cache.rstd[tok] * proj[N + i];
+      galpha += dz_pre(tok)[i] * cache.rstd[tok] * proj[N + i];
     }
     if (d.has_router) {
       float* gw = G.router_weight + static_cast<size_t>(i) * D;
@@ -60,7 +69,7 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
     const float* t = tmp.data() + static_cast<size_t>(off + i) * D;
     for (int c = 0; c < D; ++c) gw[c] += t[c];
     float pbias = 0;
-    for (int tok = 0; tok < n; ++tok) pbias += cache.dz_proj[static_cast<size_t>(tok) * 2 * N + N + i];
+    for (int tok = 0; tok < n; ++tok) pbias += dz_pre(tok)[i];
     G.pre_bias[i] += pbias;
     pre_alpha += galpha;
   }
@@ -70,7 +79,7 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
 // res.* and post.* from the stashed dz of the map pre-activations.
 void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
                     const XhcGrads& G) {
-  const int n = cache.B * cache.T_len, kk = d.k * d.k, Q = d.Q(), Da = d.Da();
+  const int n = cache.B * cache.T_len, kk = d.Rres(), Q = d.Q(), Da = d.Da();
   thread_local std::vector<float> A_s, tmp_s;
   std::vector<float>& A = A_s;
   std::vector<float>& tmp = tmp_s;
@@ -99,7 +108,7 @@ void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
     (res ? G.res_bias : G.post_bias)[row] += bias;
     (res ? res_alpha : post_alpha) += galpha;
   }
-  G.res_alpha[0] += res_alpha;  // once per call, like every other element
+  if (d.has_mix) G.res_alpha[0] += res_alpha;  // once per call, like every other element
   G.post_alpha[0] += post_alpha;
 }
 
@@ -150,6 +159,7 @@ absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParams& P, const 
   RETURN_IF_ERROR(CheckParams(d, P));
   RETURN_IF_ERROR(CheckGrads(d, grads));
   if (cfg.type == ResidualType::kHc) return hc::BackwardWeights(d, P, X_in, cache, grads);
+  RETURN_IF_ERROR(CheckWindowBackwardDone(d, cache));
   ProjectionWeightGrads(d, P, X_in, cache, grads);
   MapWeightGrads(d, P, cache, grads);
   if (d.r > 0) ConvWeightGrads(d, cache, grads);
