@@ -1,10 +1,11 @@
-// Model throughput on CPU for vanilla, mhc and xhc at the same size (default d_model 512,
+// Model throughput on CPU for every residual variant at the same size (default d_model 512,
 // 4 layers, seq 256): tokens/s, model FLOP/s against an sgemm rate measured in the same run,
-// and the step-time ratios to vanilla. Steps of the three models are interleaved round by
-// round so machine noise hits them alike; each figure is the median over rounds.
+// and the step-time ratios to vanilla. Steps of the models are interleaved round by round so
+// machine noise hits them alike; each figure is the median over rounds.
 //
 //   bazel run //runtime/bench:model_bench -- [--d_model 512] [--layers 4] [--seq 256]
 //                                            [--batch 4] [--rounds 5]
+//                                            [--variants vanilla,hc,mhc,mhc_conv,xhc,...]
 #include <omp.h>
 
 #include <algorithm>
@@ -12,10 +13,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/nn/matmul.h"
 #include "runtime/common/config.h"
@@ -32,7 +36,22 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   int d_model = 512, layers = 4, seq = 256, batch = 4, rounds = 5;
+  std::string variants = "vanilla,hc,mhc,mhc_conv,xhc,xhc_flash2,xhc_flash4";
 };
+
+// The residual block of each variant (spec section 1 defaults otherwise).
+const std::map<std::string, std::string>& VariantResiduals() {
+  static const auto* m = new std::map<std::string, std::string>{
+      {"vanilla", "{type: vanilla}"},
+      {"hc", "{type: hc}"},
+      {"mhc", "{type: mhc}"},
+      {"mhc_conv", "{type: mhc, conv_kernels: [4, 8, 12]}"},
+      {"xhc", "{type: xhc}"},
+      {"xhc_flash2", "{type: xhc_flash, window: 2}"},
+      {"xhc_flash4", "{type: xhc_flash, window: 4}"},
+  };
+  return *m;
+}
 
 struct Run {
   std::string name;
@@ -43,13 +62,19 @@ struct Run {
   double matmul_params = 0;  // parameters of the transformer GEMMs (excl. embedding)
 };
 
-Run MakeRun(const std::string& type, const Options& o) {
+absl::StatusOr<Run> MakeRun(const std::string& name, const Options& o) {
   Run r;
-  r.name = type;
+  r.name = name;
+  auto it = VariantResiduals().find(name);
+  if (it == VariantResiduals().end()) {
+    return absl::InvalidArgumentError(absl::StrCat("--variants: unknown variant '", name, "'"));
+  }
   std::string yaml = absl::StrFormat(
       "model: {d_model: %d, n_layers: %d, n_heads: 8, n_kv_heads: 8, seq_len: %d, "
-      "residual: {type: %s}}\n", o.d_model, o.layers, o.seq, type);
-  r.cfg = ParseConfig(yaml)->model;
+      "residual: %s}\n", o.d_model, o.layers, o.seq, it->second);
+  absl::StatusOr<Config> config = ParseConfig(yaml);
+  if (!config.ok()) return config.status();
+  r.cfg = config->model;
   const auto spec = model::StageSpec::Full(r.cfg);
   r.params = std::make_unique<model::ParamSetT<float>>(model::BuildStageParams<float>(r.cfg, spec));
   model::InitParams(r.cfg, 1, r.params.get());
@@ -95,7 +120,18 @@ double Median(std::vector<double> v) {
 
 int Main(const Options& o) {
   std::vector<Run> runs;
-  for (const char* type : {"vanilla", "mhc", "xhc"}) runs.push_back(MakeRun(type, o));
+  for (absl::string_view name : absl::StrSplit(o.variants, ',')) {
+    absl::StatusOr<Run> run = MakeRun(std::string(name), o);
+    if (!run.ok()) {
+      std::fprintf(stderr, "model_bench: %s\n", std::string(run.status().message()).c_str());
+      return 2;
+    }
+    runs.push_back(*std::move(run));
+  }
+  if (runs.empty() || runs[0].name != "vanilla") {
+    std::fprintf(stderr, "model_bench: --variants must start with vanilla (the baseline)\n");
+    return 2;
+  }
   std::vector<uint8_t> data(1 << 20);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>((i * 131 + i / 7) % 251);
   BatchSampler sampler(&data, 7, o.batch, o.seq);
@@ -135,6 +171,10 @@ int main(int argc, char** argv) {
   xhc::MaybeReexecWithTunedEnv(argv);
   xhc::Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--variants")) {
+      o.variants = argv[i + 1];
+      continue;
+    }
     const int v = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--d_model")) o.d_model = v;
     else if (!std::strcmp(argv[i], "--layers")) o.layers = v;

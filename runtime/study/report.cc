@@ -138,7 +138,8 @@ std::string ResidualSection(const StudyOutcome& o) {
     payload[r.spec.residual] = r.payload_bytes;
     ++count[r.spec.residual];
   }
-  const std::map<std::string, int> streams = {{"vanilla", 1}, {"mhc", 4}, {"xhc", 16}};
+  const std::map<std::string, int> streams = {
+      {"vanilla", 1}, {"hc", 4}, {"mhc", 4}, {"xhc", 16}, {"xhc_flash", 16}};
   const double base = count["vanilla"] > 0 ? tps["vanilla"] / count["vanilla"] : 0;
   std::vector<std::string> findings;
   for (const std::string& res : o.config.residuals) {

@@ -29,7 +29,7 @@ absl::Status ReadStudyBlock(ConfigReader& r, StudyConfig* c) {
   RETURN_IF_ERROR(r.Get("simulate_ranks", &c->simulate_ranks));
   RETURN_IF_ERROR(r.Get("run_timeout_s", &c->run_timeout_s));
   RETURN_IF_ERROR(r.Finish());
-  const std::set<std::string> known_residuals = {"vanilla", "mhc", "xhc"};
+  const std::set<std::string> known_residuals = {"vanilla", "hc", "mhc", "xhc", "xhc_flash"};
   for (const std::string& res : c->residuals) {
     if (!known_residuals.count(res)) {
       return Invalid(r.Key("residuals"), absl::StrCat("unknown residual type '", res, "'"));
@@ -50,15 +50,18 @@ absl::Status ReadStudyBlock(ConfigReader& r, StudyConfig* c) {
   return absl::OkStatus();
 }
 
-// The residual block of one run: vanilla and mhc from their definitions (N = 1, N = 4), xhc
-// from the job's own block so a study can vary k, m or the conv kernels.
+// The residual block of one run: vanilla, hc and mhc from their definitions (N = 1, 4, 4),
+// xhc and xhc_flash from the job's own block so a study can vary k, m or the conv kernels
+// (the window only where the run is xhc_flash).
 YAML::Node ResidualNode(const std::string& residual, const YAML::Node& job_residual) {
   YAML::Node node;
   node["type"] = residual;
-  if (residual == "xhc" && job_residual && job_residual.IsMap()) {
+  const bool wide = residual == "xhc" || residual == "xhc_flash";
+  if (wide && job_residual && job_residual.IsMap()) {
     node = YAML::Clone(job_residual);
-    node["type"] = "xhc";
-  } else if (residual == "mhc") {
+    node["type"] = residual;
+    if (residual == "xhc") node.remove("window");
+  } else if (residual == "mhc" || residual == "hc") {
     node["n_streams"] = 4;
   }
   if (residual == "mhc" && job_residual && job_residual["sinkhorn_iters"]) {
