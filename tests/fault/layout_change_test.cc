@@ -1,6 +1,7 @@
 // Checkpoints are found by name, so a job written by 4 workers under DualPipeV resumes on 2
 // workers under 1F1B, or in single-process `xhc train`, and ends bit-identical to the
-// uninterrupted run.
+// uninterrupted run; likewise for hc and for xhc_flash with window 4 (whose stages hold layer
+// pairs: DualPipeV on 2 workers resumed on 1F1B with 4).
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -11,10 +12,19 @@ namespace xhc::testing {
 namespace {
 namespace fs = std::filesystem;
 
-std::string Yaml(const std::string& corpus, const std::string& schedule, int workers) {
+struct Layouts {
+  std::string name, residual;
+  std::string from_schedule;
+  int from_workers;
+  std::string to_schedule;
+  int to_workers;
+};
+
+std::string Yaml(const std::string& corpus, const std::string& residual,
+                 const std::string& schedule, int workers) {
   return absl::StrCat(
       "model: {d_model: 16, n_layers: 8, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
-      "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: [2]}}\n"
+      "        residual: ", residual, "}\n"
       "optim: {lr: 0.01, warmup_steps: 3}\n"
       "train: {steps: 20, batch_size: 2, microbatches: 8, seed: 9, eval_every: 0}\n"
       "data: {train: ", corpus, "}\n"
@@ -34,31 +44,46 @@ std::string TruncatedCopy(const std::string& from, const std::string& to) {
 
 std::string Tensors(const std::string& run) { return CheckpointFingerprint(run, 20); }
 
-TEST(LayoutChange, DualPipeVCheckpointResumesOn1F1BAndSingleProcess) {
-  const std::string dir = FreshDir("layout");
+class LayoutChange : public ::testing::TestWithParam<Layouts> {};
+
+TEST_P(LayoutChange, CheckpointResumesOnAnotherLayoutAndSingleProcess) {
+  const Layouts& p = GetParam();
+  const std::string dir = FreshDir("layout_" + p.name);
   std::string text;
   for (int i = 0; i < 400; ++i) absl::StrAppend(&text, "layouts change, names stay ", i, ".\n");
   WriteText(dir + "/corpus.txt", text);
-  WriteText(dir + "/v4.yaml", Yaml(dir + "/corpus.txt", "dualpipev", 4));
-  WriteText(dir + "/f2.yaml", Yaml(dir + "/corpus.txt", "1f1b", 2));
+  WriteText(dir + "/from.yaml",
+            Yaml(dir + "/corpus.txt", p.residual, p.from_schedule, p.from_workers));
+  WriteText(dir + "/to.yaml", Yaml(dir + "/corpus.txt", p.residual, p.to_schedule, p.to_workers));
   const std::string log = dir + "/log.txt", ref = dir + "/ref";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", dir, "/v4.yaml --out ", ref),
-                       log), 0) << ReadText(log);
+  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", dir, "/from.yaml --out ",
+                                    ref), log), 0) << ReadText(log);
   const std::string want = Tensors(ref);
   ASSERT_FALSE(want.empty());
-  // 4-rank DualPipeV step 10 → 2-rank 1F1B.
-  const std::string a = TruncatedCopy(ref, dir + "/as_1f1b");
+  // Step 10 of the first layout → the second.
+  const std::string a = TruncatedCopy(ref, dir + "/as_other_layout");
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", a, " --config ", dir,
-                                    "/f2.yaml"), log), 0) << ReadText(log);
+                                    "/to.yaml"), log), 0) << ReadText(log);
   EXPECT_NE(ReadText(log).find("continuing from " + a + "/checkpoints/step-000010"),
             std::string::npos);
-  EXPECT_TRUE(Tensors(a) == want) << "1f1b resume differs";
-  // 4-rank DualPipeV step 10 → single process.
+  EXPECT_TRUE(Tensors(a) == want) << p.to_schedule << " resume differs";
+  // Step 10 of the first layout → single process.
   const std::string b = TruncatedCopy(ref, dir + "/as_single");
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir, "/v4.yaml --resume --out ",
-                                    b), log), 0) << ReadText(log);
+  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir,
+                                    "/from.yaml --resume --out ", b), log), 0) << ReadText(log);
   EXPECT_TRUE(Tensors(b) == want) << "single-process resume differs";
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Residuals, LayoutChange,
+    ::testing::Values(
+        Layouts{"xhc", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: [2]}",
+                "dualpipev", 4, "1f1b", 2},
+        Layouts{"hc", "{type: hc, n_streams: 4}", "dualpipev", 4, "1f1b", 2},
+        Layouts{"xhc_flash4", "{type: xhc_flash, window: 4, n_streams: 6, n_active: 3, "
+                              "n_fixed: 1, conv_kernels: [2]}",
+                "dualpipev", 2, "1f1b", 4}),
+    [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace xhc::testing
