@@ -40,20 +40,14 @@ absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx
   const bool hc = cfg_.residual.type != ResidualType::kVanilla;
   const HcWeights<T>& hw = is_mlp ? lw.mlp_hc : lw.attn_hc;
   if (hc) {
-    // xhc_flash: the window's entry state X0 is the saved input of every sublayer of the
-    // window (only the active streams change inside it, and the cache keeps those), and the
-    // later sublayers share the entry's window context.
+    // xhc_flash: the later sublayers of a window share the entry's window context.
     const int pos = WindowPos(hw.config);
     if (sub_idx < pos) {
       return absl::FailedPreconditionError(absl::StrCat(
           "layer ", lw.layer, ": this stage starts inside an xhc_flash window (the plan must "
           "keep each window of model.residual.window sublayers in one stage)"));
     }
-    if (pos == 0) {
-      s.X_in = *X;
-    } else {
-      s.cache.window = st->subs[sub_idx - pos].cache.window;
-    }
+    if (pos > 0) s.cache.window = st->subs[sub_idx - pos].cache.window;
     RETURN_IF_ERROR(K::Xhc::Pre(hw.config, hw.params, B, cfg_.seq_len, C, X->data(), u.data(),
                                 &s.cache));
   } else {
@@ -77,7 +71,6 @@ absl::StatusOr<double> StageModelT<T>::ForwardHead(MicrobatchState<T>* st, const
   const int n = st->B * cfg_.seq_len;
   st->y.assign(static_cast<size_t>(n) * C, T(0));
   if (N > 1) {
-    st->X_final = X;
     RETURN_IF_ERROR(K::Xhc::HeadForward(head_.hc, n, N, C, X.data(), st->y.data(),
                                         &st->head_cache));
   } else {
@@ -122,6 +115,8 @@ absl::StatusOr<double> StageModelT<T>::RunForward(MicrobatchState<T>* st, int B,
   for (int s = 0; s < static_cast<int>(st->subs.size()); ++s) {
     RETURN_IF_ERROR(ForwardSublayer(st, s, &X));
   }
+  // The one saved copy of the state (stage_state.h), for a forward that a backward follows.
+  if (st->for_backward && cfg_.residual.type != ResidualType::kVanilla) st->X_out = X;
   if (!spec_.has_head) {
     std::copy(X.begin(), X.end(), x_out);
     return 0.0;
@@ -137,6 +132,7 @@ absl::StatusOr<double> StageModelT<T>::Forward(int mb, int B, const int32_t* tok
     return absl::FailedPreconditionError(absl::StrCat("micro-batch ", mb, " already in flight"));
   }
   auto st = std::make_unique<MicrobatchState<T>>();
+  st->for_backward = true;
   ASSIGN_OR_RETURN(double loss, RunForward(st.get(), B, tokens, targets, x_in, x_out, &st->logits));
   inflight_[mb] = std::move(st);
   return loss;

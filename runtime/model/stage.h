@@ -66,7 +66,9 @@ class StageModelT {
                                     const int32_t* targets, const T* x_in, T* x_out,
                                     std::vector<T>* logits);
   absl::Status ForwardSublayer(MicrobatchState<T>* st, int sub_idx, std::vector<T>* X);
-  absl::Status BackwardSublayer(MicrobatchState<T>* st, int sub_idx, std::vector<T>* dX);
+  // X: the state after sublayer sub_idx on entry, its residual input on exit.
+  absl::Status BackwardSublayer(MicrobatchState<T>* st, int sub_idx, std::vector<T>* dX,
+                                std::vector<T>* X);
   absl::StatusOr<double> ForwardHead(MicrobatchState<T>* st, const std::vector<T>& X,
                                      std::vector<T>* logits);
   absl::Status BackwardHead(MicrobatchState<T>* st, double loss_scale, std::vector<T>* dX);

@@ -8,12 +8,24 @@
 #include "runtime/model/backend.h"
 #include "runtime/model/stage.h"
 #include "runtime/model/stage_state.h"
+#include "kernels/cpu/xhc/state_restore.h"
 
 namespace xhc::model {
 
+// X: in, the state after sublayer `sub_idx`; out, the input its residual kernels take: the
+// sublayer's own input, or under xhc_flash the window's entry state (rebuilt at the window's
+// last sublayer, which backward reaches first, and kept for the rest of the window).
+template <typename T>
+void RestoreSublayerInput(const MicrobatchState<T>& st, int sub_idx, std::vector<T>* X) {
+  const kernels::XhcCacheT<T>& cache = st.subs[sub_idx].cache;
+  const int pos = cache.dims.flash ? cache.dims.pos : 0;
+  if (cache.dims.flash && pos != cache.dims.window - 1) return;
+  kernels::RestoreInput(st.subs[sub_idx - pos].cache, X->data());
+}
+
 template <typename T>
 absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_idx,
-                                              std::vector<T>* dX) {
+                                              std::vector<T>* dX, std::vector<T>* X) {
   using K = Backend<T>;
   const LayerWeights<T>& lw = layers_[sub_idx / 2];
   const bool is_mlp = sub_idx % 2 == 1;
@@ -33,21 +45,25 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
     AttentionBackwardInput(cfg_, lw.attn, B, d_out.data(), du.data(), &s.attn);
   }
   const ModelConfig& cfg = cfg_;
-  const std::vector<T>& X_in = st->subs[sub_idx - WindowPos(hw.config)].X_in;
   if (hc) {
+    RestoreSublayerInput(*st, sub_idx, X);
     RETURN_IF_ERROR(
-        K::Xhc::BackwardInput(hw.config, hw.params, X_in.data(), du.data(), dX->data(), &s.cache));
+        K::Xhc::BackwardInput(hw.config, hw.params, X->data(), du.data(), dX->data(), &s.cache));
   } else {
     for (size_t i = 0; i < du.size(); ++i) (*dX)[i] += du[i];
   }
-  st->pending_w.push_back([&cfg, &lw, &hw, &s, &X_in, is_mlp, hc, B]() -> absl::Status {
+  // Queued in backward order (last sublayer first): the weight pass rebuilds each sublayer's
+  // input from X_out in the same order as the input pass did.
+  st->pending_w.push_back([&cfg, &lw, &hw, &s, st, sub_idx, is_mlp, hc, B]() -> absl::Status {
     if (is_mlp) {
       MlpBackwardWeight(cfg, lw.mlp, B, s.mlp);
     } else {
       AttentionBackwardWeight(cfg, lw.attn, B, s.attn);
     }
     if (!hc) return absl::OkStatus();
-    return K::Xhc::BackwardWeights(hw.config, hw.params, X_in.data(), s.cache, hw.grads);
+    if (!st->X_w_ready) st->X_w = st->X_out, st->X_w_ready = true;
+    RestoreSublayerInput(*st, sub_idx, &st->X_w);
+    return K::Xhc::BackwardWeights(hw.config, hw.params, st->X_w.data(), s.cache, hw.grads);
   });
   return absl::OkStatus();
 }
@@ -69,7 +85,7 @@ absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_sc
                           st->rstd_f.data(), n, C);
   dX->assign(static_cast<size_t>(StateElements(st->B)), T(0));
   if (N > 1) {
-    RETURN_IF_ERROR(K::Xhc::HeadBackwardInput(head_.hc, n, N, C, st->X_final.data(),
+    RETURN_IF_ERROR(K::Xhc::HeadBackwardInput(head_.hc, n, N, C, st->X_out.data(),
                                               st->dy.data(), &st->head_cache, dX->data()));
   } else {
     std::copy(st->dy.begin(), st->dy.end(), dX->begin());
@@ -79,7 +95,7 @@ absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_sc
     K::RmsnormBackwardWeight(head_.final_norm->grad.data(), dz.data(), st->y.data(),
                              st->rstd_f.data(), n, C);
     if (N == 1) return absl::OkStatus();
-    return K::Xhc::HeadBackwardWeights(head_.hc, n, N, C, st->X_final.data(), st->head_cache,
+    return K::Xhc::HeadBackwardWeights(head_.hc, n, N, C, st->X_out.data(), st->head_cache,
                                        head_.hc_grads);
   });
   std::vector<T>().swap(st->logits);  // only dlogits is needed from here on
@@ -101,8 +117,9 @@ absl::Status StageModelT<T>::BackwardInput(int mb, double loss_scale, const T* d
   } else {
     dX.assign(dx_out, dx_out + StateElements(st->B));
   }
+  std::vector<T> X = st->X_out;  // rebuilt into each sublayer's input on the way down
   for (int s = static_cast<int>(st->subs.size()) - 1; s >= 0; --s) {
-    RETURN_IF_ERROR(BackwardSublayer(st, s, &dX));
+    RETURN_IF_ERROR(BackwardSublayer(st, s, &dX, &X));
   }
   const int C = cfg_.d_model, N = cfg_.residual.n_streams, n = st->B * cfg_.seq_len;
   if (spec_.has_embed) {
@@ -145,7 +162,7 @@ absl::Status StageModelT<T>::BackwardWeight(int mb) {
   template absl::Status StageModelT<T>::BackwardInput(int, double, const T*, T*);              \
   template absl::Status StageModelT<T>::BackwardWeight(int);                                  \
   template absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>*, int,             \
-                                                         std::vector<T>*);                     \
+                                                         std::vector<T>*, std::vector<T>*);    \
   template absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>*, double, std::vector<T>*);
 
 XHC_INSTANTIATE_STAGE_BACKWARD(float)

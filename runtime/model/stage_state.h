@@ -18,8 +18,6 @@ namespace xhc::model {
 // Everything one micro-batch keeps between its forward and its weight-gradient pass.
 template <typename T>
 struct SublayerState {
-  std::vector<T> X_in;  // (n, N, C) input state, for the residual backward (not vanilla);
-                        // xhc_flash: kept by a window's entry sublayer only, for the window
   kernels::XhcCacheT<T> cache;
   AttentionActs<T> attn;
   MlpActs<T> mlp;
@@ -36,7 +34,13 @@ struct MicrobatchState {
   std::vector<int32_t> tokens, targets;
   std::vector<SublayerState<T>> subs;  // 2 per layer: attention, then MLP
   // Last stage.
-  std::vector<T> X_final;  // (n, N, C) state entering the head reduce
+  // (n, N, C) the state after the stage's last sublayer (the head reduce's input on the last
+  // stage). The only saved copy of the residual state: every sublayer's input is rebuilt
+  // from it in backward (RestoreSublayerInput; not for vanilla, whose sublayers need none).
+  std::vector<T> X_out;
+  std::vector<T> X_w;  // the weight pass's running copy, rebuilt sublayer by sublayer
+  bool X_w_ready = false;
+  bool for_backward = false;  // Forward (not ForwardOnly): keep what backward needs
   kernels::HeadCacheT<T> head_cache;
   std::vector<T> y, rstd_f, z, logits, lse, dlogits, dy;
   // Weight-gradient work queued by BackwardInput, run in order by BackwardWeight.
