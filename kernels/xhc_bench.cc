@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cpu/xhc/xhc_ops.h"
+#include "kernels/xhc_bench_variants.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
 #include "runtime/common/process_env.h"
 #include "third_party/openblas_cblas.h"
@@ -278,9 +279,12 @@ int Main(bool json, bool run_reference) {
 int main(int argc, char** argv) {
   xhc::MaybeReexecWithTunedEnv(argv);
   bool json = false, run_reference = true;  // --no_reference: quick runs while tuning
+  std::string residual;                     // --residual V: the variant table instead
   for (int i = 1; i < argc; ++i) {
     json |= std::strcmp(argv[i], "--json") == 0;
     run_reference &= std::strcmp(argv[i], "--no_reference") != 0;
+    if (std::strcmp(argv[i], "--residual") == 0 && i + 1 < argc) residual = argv[++i];
   }
+  if (!residual.empty()) return xhc::kernels::RunVariantBench(residual, json);
   return xhc::kernels::Main(json, run_reference);
 }
