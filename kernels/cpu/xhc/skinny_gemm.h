@@ -7,12 +7,14 @@
 // so the state block is read from memory once and W once per block.
 //
 // Determinism: every output element is reduced in a fixed order that depends only on its own
-// row and the shapes (not on the block it sits in, nor on the thread). An AVX-512 version is
-// chosen at run time when the CPU has it (FMA, 16 lanes); otherwise a portable version with
-// the same lane structure (separate multiply and add) runs, so results can differ in the last
-// bits between machines but never between runs or thread counts on one machine.
+// row and the shapes (not on the block it sits in, nor on the thread). Which instructions
+// form the sums depends on the path (skinny_gemm_isa.h): avx512 (FMA, 16 lanes), avx2 (FMA,
+// 8 lanes), generic (separate multiply and add, 16 lanes). So results can differ in the last
+// bits between paths (machines, or XHC_CPU_ISA), never between runs or thread counts on one.
 
 #include <cstddef>
+
+#include "kernels/cpu/xhc/skinny_gemm_isa.h"
 
 namespace xhc::kernels::cpu {
 
@@ -26,9 +28,6 @@ void DotRows(int nt, int R, int D, const float* X, size_t ldx, const float* W, s
 // is formed first, then added to out when accumulate (else stored).
 void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
               float* out, size_t ldo, bool accumulate);
-
-// Tests: run the portable versions even where AVX-512 is available.
-void ForcePortableSkinnyGemmForTesting(bool on);
 
 }  // namespace xhc::kernels::cpu
 
