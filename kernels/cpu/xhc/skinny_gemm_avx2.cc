@@ -20,12 +20,18 @@ namespace xhc::kernels::cpu::internal {
 namespace {
 
 constexpr int kL = 8;  // lanes of every partial sum
-// DotRows column chunk: X chunk (16 tokens) 16 KiB + the 3 W rows of a tile 3 KiB stay in
-// L1 (32 KiB) while all row groups run over the chunk.
-constexpr int kDotChunk = 256;
+// Both products pack each column chunk of their strided operands into a contiguous buffer
+// first. Why: the state's rows are D = N*C floats apart (64 KiB at N*C = 16384, 16 KiB for
+// the 4096-wide maps), a multiple of the L1 way size (4 KiB) and, at 64 KiB, of the L2 one:
+// the same column of all 16 X rows and 32 W rows falls in ONE cache set (8 ways), so
+// unpacked the chunk that was meant to stay in L1 thrashed (measured: DotRows at 30 GFLOP/s
+// whether X was in cache or streamed). Packing costs one load + store per element, which
+// DotRows uses 16 (W) or 32 (X) times.
+// DotRows column chunk: packed X (16 x 128) 8 KiB + W (32 x 128) 16 KiB, in L1.
+constexpr int kDotChunk = 128;
 constexpr int kMaxR = 32;  // DotRows partial sums of 16 tokens x 32 rows x 8 lanes = 16 KiB
-// AxpyRows column chunk (a multiple of the 24-column tile): W chunk (32 rows) 24 KiB in L1,
-// reused by the 4 token groups.
+// AxpyRows column chunk (a multiple of the 24-column tile): packed W chunk (32 rows) 24 KiB
+// in L1, reused by the 4 token groups.
 constexpr int kAxpyChunk = 192;
 constexpr int kAxpyTileCols = 3 * kL;
 
@@ -35,59 +41,62 @@ XHC_AVX2 inline __m256i TailMask(int n) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kOnes + kL - n));
 }
 
-// One step of 8 columns at column c for a TN x RN tile: W rows in registers, one X vector at
+// One step of 8 columns at column c of the packed chunks (row stride kDotChunk) for a
+// TN x RN tile: W rows in registers, one X vector at
 // a time (TN * RN FMAs for TN + RN loads).
-template <int TN, int RN, bool kMasked>
-XHC_AVX2 inline void DotStep(const float* X, size_t ldx, const float* W, size_t ldw, int c,
-                             __m256i mask, __m256 (&a)[TN][RN]) {
+template <int TN, int RN>
+XHC_AVX2 inline void DotStep(const float* X, const float* W, int c, __m256 (&a)[TN][RN]) {
   __m256 w[RN];
-  for (int j = 0; j < RN; ++j) {
-    w[j] = kMasked ? _mm256_maskload_ps(W + j * ldw + c, mask) : _mm256_loadu_ps(W + j * ldw + c);
-  }
+  for (int j = 0; j < RN; ++j) w[j] = _mm256_load_ps(W + j * kDotChunk + c);
   for (int i = 0; i < TN; ++i) {
-    const __m256 x =
-        kMasked ? _mm256_maskload_ps(X + i * ldx + c, mask) : _mm256_loadu_ps(X + i * ldx + c);
+    const __m256 x = _mm256_load_ps(X + i * kDotChunk + c);
     for (int j = 0; j < RN; ++j) a[i][j] = _mm256_fmadd_ps(x, w[j], a[i][j]);
   }
 }
 
-// One TN x RN tile over columns [c0, c0 + cl): acc holds its (TN, RN) 8-lane partial sums
-// (row stride R). pfx / pfw (nullable): the same tokens' / rows' next chunk, prefetched while
-// this one is computed (the rows are 64 KiB apart, which the hardware prefetcher follows
-// poorly).
+// One TN x RN tile over the packed chunk's columns [0, cl), cl a multiple of 8 (the packed
+// chunk is zero-padded): acc holds its (TN, RN) 8-lane partial sums (row stride R).
 template <int TN, int RN>
-XHC_AVX2 inline void DotTile(const float* X, size_t ldx, const float* W, size_t ldw, int c0,
-                             int cl, float* acc, int R, const float* pfx, const float* pfw) {
+XHC_AVX2 inline void DotTile(const float* X, const float* W, int cl, float* acc, int R) {
   __m256 a[TN][RN];
   for (int i = 0; i < TN; ++i)
     for (int j = 0; j < RN; ++j) a[i][j] = _mm256_load_ps(acc + (i * R + j) * kL);
-  const __m256i none = _mm256_setzero_si256();
-  int c = 0;
-  for (; c + 2 * kL <= cl; c += 2 * kL) {  // one 64-byte line per row and step pair
-    if (pfx) {
-      for (int i = 0; i < TN; ++i) _mm_prefetch(reinterpret_cast<const char*>(pfx + i * ldx + c), _MM_HINT_T0);
-    }
-    if (pfw) {
-      for (int j = 0; j < RN; ++j) _mm_prefetch(reinterpret_cast<const char*>(pfw + j * ldw + c), _MM_HINT_T0);
-    }
-    DotStep<TN, RN, false>(X, ldx, W, ldw, c0 + c, none, a);
-    DotStep<TN, RN, false>(X, ldx, W, ldw, c0 + c + kL, none, a);
-  }
-  if (c + kL <= cl) DotStep<TN, RN, false>(X, ldx, W, ldw, c0 + c, none, a), c += kL;
-  if (c < cl) DotStep<TN, RN, true>(X, ldx, W, ldw, c0 + c, TailMask(cl - c), a);
+  for (int c = 0; c < cl; c += kL) DotStep<TN, RN>(X, W, c, a);
   for (int i = 0; i < TN; ++i)
     for (int j = 0; j < RN; ++j) _mm256_store_ps(acc + (i * R + j) * kL, a[i][j]);
 }
 
 template <int RN>
-XHC_AVX2 inline void DotTileTokens(int tn, const float* X, size_t ldx, const float* W,
-                                   size_t ldw, int c0, int cl, float* acc, int R,
-                                   const float* pfx, const float* pfw) {
+XHC_AVX2 inline void DotTileTokens(int tn, const float* X, const float* W, int cl, float* acc,
+                                   int R) {
   switch (tn) {
-    case 4: DotTile<4, RN>(X, ldx, W, ldw, c0, cl, acc, R, pfx, pfw); break;
-    case 3: DotTile<3, RN>(X, ldx, W, ldw, c0, cl, acc, R, pfx, pfw); break;
-    case 2: DotTile<2, RN>(X, ldx, W, ldw, c0, cl, acc, R, pfx, pfw); break;
-    default: DotTile<1, RN>(X, ldx, W, ldw, c0, cl, acc, R, pfx, pfw); break;
+    case 4: DotTile<4, RN>(X, W, cl, acc, R); break;
+    case 3: DotTile<3, RN>(X, W, cl, acc, R); break;
+    case 2: DotTile<2, RN>(X, W, cl, acc, R); break;
+    default: DotTile<1, RN>(X, W, cl, acc, R); break;
+  }
+}
+
+// dst (rows, kChunk) = src rows [c0, c0 + cl), zero-padded to a multiple of 8 columns.
+// The source rows are cache misses (L3 or memory) that the hardware prefetcher does not
+// anticipate (short runs 64 KiB apart), and a plain memcpy (GCC: rep movsq) waited on them
+// one row at a time (perf: half of DotRows). So each row's lines are requested kAhead rows
+// early; kAhead stays below the 8 ways that the same column of all rows shares in L1.
+template <int kChunk>
+XHC_AVX2 inline void PackChunk(int rows, const float* src, size_t ld, int c0, int cl, float* dst) {
+  constexpr int kAhead = 4;
+  const int full = cl / kL * kL;
+  for (int i = 0; i < std::min(kAhead, rows); ++i) {
+    for (int c = 0; c < cl; c += 16) _mm_prefetch(reinterpret_cast<const char*>(src + i * ld + c0 + c), _MM_HINT_T0);
+  }
+  for (int i = 0; i < rows; ++i) {
+    const float* s = src + i * ld + c0;
+    float* d = dst + i * kChunk;
+    if (i + kAhead < rows) {
+      for (int c = 0; c < cl; c += 16) _mm_prefetch(reinterpret_cast<const char*>(s + kAhead * ld + c), _MM_HINT_T0);
+    }
+    for (int c = 0; c < full; c += kL) _mm256_store_ps(d + c, _mm256_loadu_ps(s + c));
+    if (full < cl) _mm256_store_ps(d + full, _mm256_maskload_ps(s + full, TailMask(cl - full)));
   }
 }
 
@@ -139,6 +148,16 @@ XHC_AVX2 inline void AxpyTokens(int R, int cl, const float* A, int lda, const fl
   if (c < cl) AxpyTile<TN, 1, true>(R, A, lda, W + c, ldw, out + c, ldo, accumulate, TailMask(cl - c));
 }
 
+XHC_AVX2 inline void AxpyGroup(int tn, int R, int cl, const float* a, int lda, const float* w,
+                               size_t ldw, float* o, size_t ldo, bool accumulate) {
+  switch (tn) {
+    case 4: AxpyTokens<4>(R, cl, a, lda, w, ldw, o, ldo, accumulate); break;
+    case 3: AxpyTokens<3>(R, cl, a, lda, w, ldw, o, ldo, accumulate); break;
+    case 2: AxpyTokens<2>(R, cl, a, lda, w, ldw, o, ldo, accumulate); break;
+    default: AxpyTokens<1>(R, cl, a, lda, w, ldw, o, ldo, accumulate); break;
+  }
+}
+
 }  // namespace
 
 XHC_AVX2 void DotRowsAvx2(int nt, int R, int D, const float* X, size_t ldx, const float* W,
@@ -150,25 +169,25 @@ XHC_AVX2 void DotRowsAvx2(int nt, int R, int D, const float* X, size_t ldx, cons
     return;
   }
   alignas(32) float acc[kMaxTokens * kMaxR * kL];
+  alignas(64) float xp[kMaxTokens * kDotChunk], wp[kMaxR * kDotChunk];
   std::memset(acc, 0, sizeof(float) * nt * R * kL);
   for (int c0 = 0; c0 < D; c0 += kDotChunk) {
     const int cl = std::min(kDotChunk, D - c0);
-    const bool next = c0 + 2 * kDotChunk <= D;  // prefetch only whole next chunks
-    // Row groups outer: a group's 3 W rows stay in registers' reach (L1) for all 4 token
-    // groups, and the X chunk stays in L1 across the row groups.
+    PackChunk<kDotChunk>(nt, X, ldx, c0, cl, xp);
+    PackChunk<kDotChunk>(R, W, ldw, c0, cl, wp);
+    const int padded = (cl + kL - 1) / kL * kL;  // the zero columns add +0 to every sum
+    // Row groups outer: a group's 3 W rows are reused by all 4 token groups.
     for (int r0 = 0; r0 < R; r0 += 3) {
       const int rn = std::min(3, R - r0);
-      const float* w = W + r0 * ldw;
+      const float* w = wp + r0 * kDotChunk;
       for (int t0 = 0; t0 < nt; t0 += 4) {
         const int tn = std::min(4, nt - t0);
-        const float* x = X + t0 * ldx;
+        const float* x = xp + t0 * kDotChunk;
         float* a = acc + (t0 * R + r0) * kL;
-        const float* pfx = next && r0 == 0 ? x + c0 + kDotChunk : nullptr;
-        const float* pfw = next && t0 == 0 ? w + c0 + kDotChunk : nullptr;
         switch (rn) {
-          case 3: DotTileTokens<3>(tn, x, ldx, w, ldw, c0, cl, a, R, pfx, pfw); break;
-          case 2: DotTileTokens<2>(tn, x, ldx, w, ldw, c0, cl, a, R, pfx, pfw); break;
-          default: DotTileTokens<1>(tn, x, ldx, w, ldw, c0, cl, a, R, pfx, pfw); break;
+          case 3: DotTileTokens<3>(tn, x, w, padded, a, R); break;
+          case 2: DotTileTokens<2>(tn, x, w, padded, a, R); break;
+          default: DotTileTokens<1>(tn, x, w, padded, a, R); break;
         }
       }
     }
@@ -185,19 +204,24 @@ XHC_AVX2 void DotRowsAvx2(int nt, int R, int D, const float* X, size_t ldx, cons
 
 XHC_AVX2 void AxpyRowsAvx2(int nt, int R, int D, const float* A, int lda, const float* W,
                            size_t ldw, float* out, size_t ldo, bool accumulate) {
+  constexpr int kMaxR = 64;  // packed W chunk 48 KiB at most; more rows go in groups
+  if (R > kMaxR) {  // taller W (no call site has one): unpacked, the same sums
+    for (int c0 = 0; c0 < D; c0 += kAxpyChunk) {
+      const int cl = std::min(kAxpyChunk, D - c0);
+      for (int t0 = 0; t0 < nt; t0 += 4) {
+        AxpyGroup(std::min(4, nt - t0), R, cl, A + t0 * lda, lda, W + c0, ldw,
+                  out + t0 * ldo + c0, ldo, accumulate);
+      }
+    }
+    return;
+  }
+  alignas(64) float wp[kMaxR * kAxpyChunk];
   for (int c0 = 0; c0 < D; c0 += kAxpyChunk) {
     const int cl = std::min(kAxpyChunk, D - c0);
+    PackChunk<kAxpyChunk>(R, W, ldw, c0, cl, wp);
     for (int t0 = 0; t0 < nt; t0 += 4) {
-      const int tn = std::min(4, nt - t0);
-      const float* a = A + t0 * lda;
-      float* o = out + t0 * ldo + c0;
-      const float* w = W + c0;
-      switch (tn) {
-        case 4: AxpyTokens<4>(R, cl, a, lda, w, ldw, o, ldo, accumulate); break;
-        case 3: AxpyTokens<3>(R, cl, a, lda, w, ldw, o, ldo, accumulate); break;
-        case 2: AxpyTokens<2>(R, cl, a, lda, w, ldw, o, ldo, accumulate); break;
-        default: AxpyTokens<1>(R, cl, a, lda, w, ldw, o, ldo, accumulate); break;
-      }
+      AxpyGroup(std::min(4, nt - t0), R, cl, A + t0 * lda, lda, wp, kAxpyChunk,
+                out + t0 * ldo + c0, ldo, accumulate);
     }
   }
 }
