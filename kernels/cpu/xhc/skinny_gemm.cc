@@ -60,15 +60,11 @@ void AxpyRowsGeneric(int nt, int R, int D, const float* A, int lda, const float*
 
 }  // namespace internal
 
-void DotRows(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
-             float* out, int ldo) {
-  if (nt > kMaxTokens) {
-    for (int t0 = 0; t0 < nt; t0 += kMaxTokens) {
-      DotRows(std::min(kMaxTokens, nt - t0), R, D, X + t0 * ldx, ldx, W, ldw, out + t0 * ldo, ldo);
-    }
-    return;
-  }
-  switch (ActiveSkinnyIsa()) {
+namespace {
+
+void DotRowsOn(SkinnyIsa isa, int nt, int R, int D, const float* X, size_t ldx, const float* W,
+               size_t ldw, float* out, int ldo) {
+  switch (isa) {
 #ifdef XHC_SKINNY_X86
     case SkinnyIsa::kAvx512: return internal::DotRowsAvx512(nt, R, D, X, ldx, W, ldw, out, ldo);
     case SkinnyIsa::kAvx2: return internal::DotRowsAvx2(nt, R, D, X, ldx, W, ldw, out, ldo);
@@ -77,9 +73,9 @@ void DotRows(int nt, int R, int D, const float* X, size_t ldx, const float* W, s
   }
 }
 
-void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
-              float* out, size_t ldo, bool accumulate) {
-  switch (ActiveSkinnyIsa()) {
+void AxpyRowsOn(SkinnyIsa isa, int nt, int R, int D, const float* A, int lda, const float* W,
+                size_t ldw, float* out, size_t ldo, bool accumulate) {
+  switch (isa) {
 #ifdef XHC_SKINNY_X86
     case SkinnyIsa::kAvx512:
       return internal::AxpyRowsAvx512(nt, R, D, A, lda, W, ldw, out, ldo, accumulate);
@@ -87,6 +83,47 @@ void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, siz
       return internal::AxpyRowsAvx2(nt, R, D, A, lda, W, ldw, out, ldo, accumulate);
 #endif
     default: return internal::AxpyRowsGeneric(nt, R, D, A, lda, W, ldw, out, ldo, accumulate);
+  }
+}
+
+}  // namespace
+
+void DotRows(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
+             float* out, int ldo) {
+  for (int t0 = 0; t0 < nt; t0 += kMaxTokens) {
+    DotRowsOn(ActiveSkinnyIsa(), std::min(kMaxTokens, nt - t0), R, D, X + t0 * ldx, ldx, W, ldw,
+              out + t0 * ldo, ldo);
+  }
+}
+
+void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
+              float* out, size_t ldo, bool accumulate) {
+  for (int t0 = 0; t0 < nt; t0 += kMaxTokens) {
+    AxpyRowsOn(ActiveSkinnyIsa(), std::min(kMaxTokens, nt - t0), R, D, A + t0 * lda, lda, W,
+               ldw, out + t0 * ldo, ldo, accumulate);
+  }
+}
+
+SkinnyWeights PackForDotRows(int R, int D, const float* W, size_t ldw) {
+  SkinnyWeights w;
+  w.isa = ActiveSkinnyIsa();
+  w.R = R, w.D = D, w.W = W, w.ldw = ldw;
+#ifdef XHC_SKINNY_X86
+  if (w.isa == SkinnyIsa::kAvx2) internal::PackDotRowsAvx2(R, D, W, ldw, &w.packed);
+#endif
+  return w;
+}
+
+void DotRows(int nt, const SkinnyWeights& w, const float* X, size_t ldx, float* out, int ldo) {
+  for (int t0 = 0; t0 < nt; t0 += kMaxTokens) {
+    const int n = std::min(kMaxTokens, nt - t0);
+#ifdef XHC_SKINNY_X86
+    if (!w.packed.empty()) {
+      internal::DotRowsAvx2Packed(n, w.R, w.D, X + t0 * ldx, ldx, w.packed.data(), out + t0 * ldo, ldo);
+      continue;
+    }
+#endif
+    DotRowsOn(w.isa, n, w.R, w.D, X + t0 * ldx, ldx, w.W, w.ldw, out + t0 * ldo, ldo);
   }
 }
 

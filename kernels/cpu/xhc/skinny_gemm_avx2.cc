@@ -41,15 +41,16 @@ XHC_AVX2 inline __m256i TailMask(int n) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kOnes + kL - n));
 }
 
-// One step of 8 columns at column c of the packed chunks (row stride kDotChunk) for a
+// One step of 8 columns at column c of the packed chunks (row stride kDotChunk; unaligned
+// loads: a SkinnyWeights vector is only float-aligned, and they cost nothing extra) for a
 // TN x RN tile: W rows in registers, one X vector at
 // a time (TN * RN FMAs for TN + RN loads).
 template <int TN, int RN>
 XHC_AVX2 inline void DotStep(const float* X, const float* W, int c, __m256 (&a)[TN][RN]) {
   __m256 w[RN];
-  for (int j = 0; j < RN; ++j) w[j] = _mm256_load_ps(W + j * kDotChunk + c);
+  for (int j = 0; j < RN; ++j) w[j] = _mm256_loadu_ps(W + j * kDotChunk + c);
   for (int i = 0; i < TN; ++i) {
-    const __m256 x = _mm256_load_ps(X + i * kDotChunk + c);
+    const __m256 x = _mm256_loadu_ps(X + i * kDotChunk + c);
     for (int j = 0; j < RN; ++j) a[i][j] = _mm256_fmadd_ps(x, w[j], a[i][j]);
   }
 }
@@ -95,8 +96,8 @@ XHC_AVX2 inline void PackChunk(int rows, const float* src, size_t ld, int c0, in
     if (i + kAhead < rows) {
       for (int c = 0; c < cl; c += 16) _mm_prefetch(reinterpret_cast<const char*>(s + kAhead * ld + c), _MM_HINT_T0);
     }
-    for (int c = 0; c < full; c += kL) _mm256_store_ps(d + c, _mm256_loadu_ps(s + c));
-    if (full < cl) _mm256_store_ps(d + full, _mm256_maskload_ps(s + full, TailMask(cl - full)));
+    for (int c = 0; c < full; c += kL) _mm256_storeu_ps(d + c, _mm256_loadu_ps(s + c));
+    if (full < cl) _mm256_storeu_ps(d + full, _mm256_maskload_ps(s + full, TailMask(cl - full)));
   }
 }
 
@@ -160,26 +161,26 @@ XHC_AVX2 inline void AxpyGroup(int tn, int R, int cl, const float* a, int lda, c
 
 }  // namespace
 
-XHC_AVX2 void DotRowsAvx2(int nt, int R, int D, const float* X, size_t ldx, const float* W,
-                          size_t ldw, float* out, int ldo) {
-  if (R > kMaxR) {  // rows in groups of 32 (each output's reduction is unchanged)
-    for (int r0 = 0; r0 < R; r0 += kMaxR) {
-      DotRowsAvx2(nt, std::min(kMaxR, R - r0), D, X, ldx, W + r0 * ldw, ldw, out + r0, ldo);
-    }
-    return;
-  }
+namespace {
+
+// DotRows for at most kMaxR rows. wpk: W prepacked by PackDotRowsAvx2 (chunk k's rows at
+// wpk + k * chunk_stride, row stride kDotChunk), or nullptr: pack each chunk of W here.
+XHC_AVX2 void DotRowsGroup(int nt, int R, int D, const float* X, size_t ldx, const float* W,
+                           size_t ldw, const float* wpk, size_t chunk_stride, float* out,
+                           int ldo) {
   alignas(32) float acc[kMaxTokens * kMaxR * kL];
   alignas(64) float xp[kMaxTokens * kDotChunk], wp[kMaxR * kDotChunk];
   std::memset(acc, 0, sizeof(float) * nt * R * kL);
-  for (int c0 = 0; c0 < D; c0 += kDotChunk) {
+  for (int c0 = 0, k = 0; c0 < D; c0 += kDotChunk, ++k) {
     const int cl = std::min(kDotChunk, D - c0);
     PackChunk<kDotChunk>(nt, X, ldx, c0, cl, xp);
-    PackChunk<kDotChunk>(R, W, ldw, c0, cl, wp);
+    const float* wc = wpk ? wpk + k * chunk_stride : wp;
+    if (!wpk) PackChunk<kDotChunk>(R, W, ldw, c0, cl, wp);
     const int padded = (cl + kL - 1) / kL * kL;  // the zero columns add +0 to every sum
     // Row groups outer: a group's 3 W rows are reused by all 4 token groups.
     for (int r0 = 0; r0 < R; r0 += 3) {
       const int rn = std::min(3, R - r0);
-      const float* w = wp + r0 * kDotChunk;
+      const float* w = wc + r0 * kDotChunk;
       for (int t0 = 0; t0 < nt; t0 += 4) {
         const int tn = std::min(4, nt - t0);
         const float* x = xp + t0 * kDotChunk;
@@ -202,26 +203,54 @@ XHC_AVX2 void DotRowsAvx2(int nt, int R, int D, const float* X, size_t ldx, cons
   }
 }
 
+size_t NumChunks(int D, int chunk) { return (D + chunk - 1) / chunk; }
+
+}  // namespace
+
+XHC_AVX2 void DotRowsAvx2(int nt, int R, int D, const float* X, size_t ldx, const float* W,
+                          size_t ldw, float* out, int ldo) {
+  for (int r0 = 0; r0 < R; r0 += kMaxR) {  // rows in groups of 32: each output's sum unchanged
+    DotRowsGroup(nt, std::min(kMaxR, R - r0), D, X, ldx, W + r0 * ldw, ldw, nullptr, 0,
+                 out + r0, ldo);
+  }
+}
+
+// Layout: chunk k (kDotChunk columns, zero-padded to a multiple of 8) of all R rows at
+// k * R * kDotChunk, row stride kDotChunk.
+XHC_AVX2 void PackDotRowsAvx2(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {
+  const size_t stride = static_cast<size_t>(R) * kDotChunk;
+  packed->assign(NumChunks(D, kDotChunk) * stride, 0.0f);
+  for (int c0 = 0, k = 0; c0 < D; c0 += kDotChunk, ++k) {
+    PackChunk<kDotChunk>(R, W, ldw, c0, std::min(kDotChunk, D - c0), packed->data() + k * stride);
+  }
+}
+
+XHC_AVX2 void DotRowsAvx2Packed(int nt, int R, int D, const float* X, size_t ldx,
+                                const float* packed, float* out, int ldo) {
+  const size_t stride = static_cast<size_t>(R) * kDotChunk;
+  for (int r0 = 0; r0 < R; r0 += kMaxR) {
+    DotRowsGroup(nt, std::min(kMaxR, R - r0), D, X, ldx, nullptr, 0, packed + r0 * kDotChunk,
+                 stride, out + r0, ldo);
+  }
+}
+
+// W is packed per call, chunk by chunk (a prepacked W, as for DotRows, measured slower here:
+// PERF.md, 11).
 XHC_AVX2 void AxpyRowsAvx2(int nt, int R, int D, const float* A, int lda, const float* W,
                            size_t ldw, float* out, size_t ldo, bool accumulate) {
-  constexpr int kMaxR = 64;  // packed W chunk 48 KiB at most; more rows go in groups
-  if (R > kMaxR) {  // taller W (no call site has one): unpacked, the same sums
-    for (int c0 = 0; c0 < D; c0 += kAxpyChunk) {
-      const int cl = std::min(kAxpyChunk, D - c0);
-      for (int t0 = 0; t0 < nt; t0 += 4) {
-        AxpyGroup(std::min(4, nt - t0), R, cl, A + t0 * lda, lda, W + c0, ldw,
-                  out + t0 * ldo + c0, ldo, accumulate);
-      }
-    }
-    return;
-  }
+  constexpr int kMaxR = 64;  // packed W chunk 48 KiB at most
   alignas(64) float wp[kMaxR * kAxpyChunk];
   for (int c0 = 0; c0 < D; c0 += kAxpyChunk) {
     const int cl = std::min(kAxpyChunk, D - c0);
-    PackChunk<kAxpyChunk>(R, W, ldw, c0, cl, wp);
+    const float* wc = W + c0;
+    size_t ld = ldw;
+    if (R <= kMaxR) {  // taller W (no call site has one): read in place, the same sums
+      PackChunk<kAxpyChunk>(R, W, ldw, c0, cl, wp);
+      wc = wp, ld = kAxpyChunk;
+    }
     for (int t0 = 0; t0 < nt; t0 += 4) {
-      AxpyGroup(std::min(4, nt - t0), R, cl, A + t0 * lda, lda, wp, kAxpyChunk,
-                out + t0 * ldo + c0, ldo, accumulate);
+      AxpyGroup(std::min(4, nt - t0), R, cl, A + t0 * lda, lda, wc, ld, out + t0 * ldo + c0, ldo,
+                accumulate);
     }
   }
 }

@@ -6,7 +6,11 @@
 
 #include <cstddef>
 
+#include "kernels/cpu/xhc/skinny_gemm.h"
+
 namespace xhc::kernels::cpu::internal {
+
+using PackedBuffer = decltype(SkinnyWeights::packed);
 
 void DotRowsGeneric(int nt, int R, int D, const float* X, size_t ldx, const float* W,
                     size_t ldw, float* out, int ldo);
@@ -18,6 +22,10 @@ void DotRowsAvx2(int nt, int R, int D, const float* X, size_t ldx, const float* 
                  float* out, int ldo);
 void AxpyRowsAvx2(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
                   float* out, size_t ldo, bool accumulate);
+// Whole-W packing for SkinnyWeights, and the kernel reading it (packed: that layout).
+void PackDotRowsAvx2(int R, int D, const float* W, size_t ldw, PackedBuffer* packed);
+void DotRowsAvx2Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
+                       float* out, int ldo);
 void DotRowsAvx512(int nt, int R, int D, const float* X, size_t ldx, const float* W,
                    size_t ldw, float* out, int ldo);
 void AxpyRowsAvx512(int nt, int R, int D, const float* A, int lda, const float* W,
