@@ -27,13 +27,19 @@ constexpr int kL = 8;  // lanes of every partial sum
 // unpacked the chunk that was meant to stay in L1 thrashed (measured: DotRows at 30 GFLOP/s
 // whether X was in cache or streamed). Packing costs one load + store per element, which
 // DotRows uses 16 (W) or 32 (X) times.
-// DotRows column chunk: packed X (16 x 128) 8 KiB + W (32 x 128) 16 KiB, in L1.
-constexpr int kDotChunk = 128;
+// DotRows column chunk: packed X (16 x 256) 16 KiB stays in L1 across the row groups, each
+// group's 3 W rows (3 KiB) across the token groups; the 16 KiB of partial sums are loaded and
+// stored once per tile and chunk, which at 128 columns cost ~10% (micro-benchmark: 128 ->
+// 52, 256 -> 58, 512 -> 55 GFLOP/s with W prepacked).
+constexpr int kDotChunk = 256;
 constexpr int kMaxR = 32;  // DotRows partial sums of 16 tokens x 32 rows x 8 lanes = 16 KiB
 // AxpyRows column chunk (a multiple of the 24-column tile): packed W chunk (32 rows) 24 KiB
-// in L1, reused by the 4 token groups.
+// in L1, reused by the 4 token groups (micro-benchmark, streaming / cached: 96 -> 47 / 62,
+// 192 -> 47 / 65, 384 -> 51 / 64 GFLOP/s; 384 did not help BackwardInput, PERF.md 12).
 constexpr int kAxpyChunk = 192;
 constexpr int kAxpyTileCols = 3 * kL;
+// AxpyRows prefetches `out` this many floats ahead (2 tiles; 4 or 8 measured no better).
+constexpr int kOutAhead = 2 * kAxpyTileCols;
 
 // Lanes [0, n) on, n in 1..7: for maskload / maskstore of a ragged tail.
 XHC_AVX2 inline __m256i TailMask(int n) {
@@ -109,6 +115,13 @@ XHC_AVX2 inline void AxpyTile(int R, const float* A, int lda, const float* W, si
   __m256 a[TN][CW];
   for (int i = 0; i < TN; ++i)
     for (int v = 0; v < CW; ++v) a[i][v] = _mm256_setzero_ps();
+  if (!kMasked) {  // out a few tiles ahead: its rows are 64 KiB apart, no prefetcher follows
+    for (int i = 0; i < TN; ++i) {
+      const float* p = out + i * ldo + kOutAhead;
+      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + CW * kL - 1), _MM_HINT_T0);
+    }
+  }
   for (int r = 0; r < R; ++r) {
     __m256 w[CW];
     for (int v = 0; v < CW; ++v) {
@@ -238,7 +251,7 @@ XHC_AVX2 void DotRowsAvx2Packed(int nt, int R, int D, const float* X, size_t ldx
 // PERF.md, 11).
 XHC_AVX2 void AxpyRowsAvx2(int nt, int R, int D, const float* A, int lda, const float* W,
                            size_t ldw, float* out, size_t ldo, bool accumulate) {
-  constexpr int kMaxR = 64;  // packed W chunk 48 KiB at most
+  constexpr int kMaxR = 64;  // packed W chunk (stack) 48 KiB at most
   alignas(64) float wp[kMaxR * kAxpyChunk];
   for (int c0 = 0; c0 < D; c0 += kAxpyChunk) {
     const int cl = std::min(kAxpyChunk, D - c0);
