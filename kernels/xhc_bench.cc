@@ -2,7 +2,9 @@
 // n = 4096 tokens (B = 4, T = 1024), C = 1024, N = 16, k = 4, m = 2, kernels {4, 8, 12}.
 // Prints one JSON object (--json) with the fused and reference times, the bytes and flops of
 // the fused forward+backward, memcpy bandwidth, OpenBLAS sgemm rate and the roofline fraction.
-// Also: blas_coretype (the bench re-execs with OPENBLAS_CORETYPE, see main), wall and CPU time
+// Also: blas_coretype (the bench re-execs with OPENBLAS_CORETYPE, see main), the machine
+// (cpu_model from /proc/cpuinfo, cpu_isas: the skinny GEMM paths it supports, skinny_isa: the
+// one that ran, XHC_CPU_ISA forces it; kernels/cpu/xhc/skinny_gemm_isa.h), wall and CPU time
 // per fused phase (phase_ms, phase_cpu_ms), --no_reference for quick runs. How to compare
 // versions on this noisy shared machine, and the tuning log (predictions vs measurements):
 // kernels/cpu/xhc/PERF.md.
