@@ -2,7 +2,9 @@
 // n = 4096 tokens (B = 4, T = 1024), C = 1024, N = 16, k = 4, m = 2, kernels {4, 8, 12}.
 // Prints one JSON object (--json) with the fused and reference times, the bytes and flops of
 // the fused forward+backward, memcpy bandwidth, OpenBLAS sgemm rate and the roofline fraction.
-// Also: blas_coretype (the bench re-execs with OPENBLAS_CORETYPE, see main), wall and CPU time
+// Also: blas_coretype (the bench re-execs with OPENBLAS_CORETYPE, see main), the machine
+// (cpu_model from /proc/cpuinfo, cpu_isas: the skinny GEMM paths it supports, skinny_isa: the
+// one that ran, XHC_CPU_ISA forces it; kernels/cpu/xhc/skinny_gemm_isa.h), wall and CPU time
 // per fused phase (phase_ms, phase_cpu_ms), --no_reference for quick runs. How to compare
 // versions on this noisy shared machine, and the tuning log (predictions vs measurements):
 // kernels/cpu/xhc/PERF.md.
@@ -16,10 +18,12 @@
 #include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/xhc/skinny_gemm_isa.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/xhc_bench_variants.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
@@ -174,6 +178,25 @@ double Step(Sublayer& attn, Sublayer& mlp, Buffers& b, bool backward, bool ref) 
   return Now() - t0;
 }
 
+// /proc/cpuinfo's first "model name" (Linux x86), else "unknown": names the machine a JSON
+// line was measured on. JSON-safe: quotes and backslashes dropped.
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const size_t start = std::min(line.size(), line.find_first_not_of(" \t", colon + 1));
+    std::string name;
+    for (char ch : line.substr(start)) {
+      if (ch != '"' && ch != '\\') name += ch;
+    }
+    return name;
+  }
+  return "unknown";
+}
+
 double MemcpyGbps() {
   const size_t n = 64u << 20;  // 256 MiB
   std::vector<float> a(n, 1.0f), b(n, 0.0f);
@@ -248,6 +271,7 @@ int Main(bool json, bool run_reference) {
                      "\"reference_fwdbwd_ms\": %.1f, \"bytes\": %.0f, \"flops\": %.0f, "
                      "\"memcpy_gbps\": %.2f, \"sgemm_gflops\": %.1f, \"bound_ms\": %.2f, "
                      "\"roofline_fraction\": %.3f, \"blas_coretype\": \"%s\", "
+                     "\"cpu_model\": \"%s\", \"cpu_isas\": \"%s\", \"skinny_isa\": \"%s\", "
                      "\"phase_ms\": {\"copy_x_in\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
                      "\"bwd_out\": %.1f, \"bwd_input\": %.1f, \"bwd_weights\": %.1f}, "
                      "\"phase_cpu_ms\": {\"copy_x_in\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
@@ -256,13 +280,14 @@ int Main(bool json, bool run_reference) {
                    : "tokens %zu C %d N %d k %d m %d threads %d\nfused fwd %.2f ms, fwd+bwd "
                      "%.2f ms, reference fwd+bwd %.1f ms\nbytes %.0f flops %.0f memcpy %.2f "
                      "GB/s sgemm %.1f GFLOP/s bound %.2f ms roofline fraction %.3f\n"
-                     "blas coretype %s\nphases (ms, both sublayers, best fwd+bwd run): copy "
+                     "blas coretype %s\ncpu %s, skinny GEMM paths %s, ran %s\nphases (ms, both sublayers, best fwd+bwd run): copy "
                      "X_in %.1f pre %.1f post %.1f bwd_out %.1f bwd_input %.1f bwd_weights %.1f\n"
                      "cpu time (ms, best run): copy X_in %.1f pre %.1f post %.1f bwd_out %.1f "
                      "bwd_input %.1f bwd_weights %.1f kernels total %.1f\n",
               kTok, kC, kN, kK, kM, omp_get_max_threads(), fwd * 1e3, fwdbwd * 1e3,
               ref_fwdbwd * 1e3, bytes, flops, gbps, gflops, bound * 1e3, bound / fwdbwd,
               getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default",
+              CpuModelName().c_str(), cpu::CpuSkinnyIsas().c_str(), cpu::ActiveSkinnyIsaName(),
               best.copy * 1e3, best.pre * 1e3, best.post * 1e3, best.bwd_out * 1e3,
               best.bwd_in * 1e3, best.bwd_w * 1e3, best_cpu.copy * 1e3, best_cpu.pre * 1e3,
               best_cpu.post * 1e3, best_cpu.bwd_out * 1e3, best_cpu.bwd_in * 1e3,
@@ -284,6 +309,11 @@ int main(int argc, char** argv) {
     json |= std::strcmp(argv[i], "--json") == 0;
     run_reference &= std::strcmp(argv[i], "--no_reference") != 0;
     if (std::strcmp(argv[i], "--residual") == 0 && i + 1 < argc) residual = argv[++i];
+  }
+  // A bad XHC_CPU_ISA is reported before any work (the kernels would abort on first use).
+  if (const auto isa = xhc::kernels::cpu::SkinnyIsaFromEnv(); !isa.ok()) {
+    std::fprintf(stderr, "xhc_bench: %s\n", std::string(isa.status().message()).c_str());
+    return 2;
   }
   if (!residual.empty()) return xhc::kernels::RunVariantBench(residual, json);
   return xhc::kernels::Main(json, run_reference);

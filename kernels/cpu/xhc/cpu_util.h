@@ -28,15 +28,35 @@ constexpr int kLanes = 16;
 // XHC_INLINE: the helpers below must be inlined into each clone to run at its width (GCC left
 // MultiDot out of line, i.e. at the SSE width, in the AVX-512 clone).
 
-// The kLanes lanes as one GCC vector (one zmm in the AVX-512 clones, 2 ymm / 4 xmm otherwise):
-// written as plain `for l < kLanes` loops, GCC 12 vectorised the outer loop of these
-// reductions into long shuffle sequences (perf: most of XhcPre's time). Lane-wise vector
-// arithmetic is the same arithmetic, so results are unchanged.
-typedef float V16 __attribute__((vector_size(kLanes * sizeof(float))));
-inline V16 LoadV(const float* p) {
+// The kLanes lanes as two 8-lane GCC vectors (one ymm each in the AVX2 / AVX-512 clones,
+// 2 xmm in the default one): written as plain `for l < kLanes` loops, GCC 12 vectorised the
+// outer loop of these reductions into long shuffle sequences (perf: most of XhcPre's time).
+// A single 64-byte vector type was fine in the AVX-512 clone but GCC's lowering of it for
+// AVX2 kept the accumulators on the stack and moved them through integer registers (perf on
+// AMD EPYC Zen 3: TokenPre's SumSq loop). Lane-wise vector arithmetic is the same arithmetic
+// whichever split, so results are unchanged (and bit-identical across clones).
+typedef float V8 __attribute__((vector_size(8 * sizeof(float))));
+struct V16 {
+  V8 lo, hi;  // lanes 0-7, 8-15: the memory layout of 16 floats
+  XHC_INLINE V16& operator+=(const V16& o) {
+    lo += o.lo, hi += o.hi;
+    return *this;
+  }
+};
+static_assert(sizeof(V16) == kLanes * sizeof(float));
+XHC_INLINE V16 operator*(const V16& a, const V16& b) { return {a.lo * b.lo, a.hi * b.hi}; }
+XHC_INLINE V16 operator*(float s, const V16& b) { return {s * b.lo, s * b.hi}; }
+// Loads / stores one half at a time: a memcpy of the whole struct went through the stack in
+// 16-byte pieces that a 32-byte load then read back (a store-forwarding stall per load).
+XHC_INLINE V16 LoadV(const float* p) {
   V16 v;
-  __builtin_memcpy(&v, p, sizeof(v));
+  __builtin_memcpy(&v.lo, p, sizeof(V8));
+  __builtin_memcpy(&v.hi, p + 8, sizeof(V8));
   return v;
+}
+XHC_INLINE void StoreV(float* p, const V16& v) {
+  __builtin_memcpy(p, &v.lo, sizeof(V8));
+  __builtin_memcpy(p + 8, &v.hi, sizeof(V8));
 }
 
 XHC_INLINE float Dot(int n, const float* __restrict a, const float* __restrict b) {
@@ -45,7 +65,7 @@ XHC_INLINE float Dot(int n, const float* __restrict a, const float* __restrict b
   {
     V16 v = {};
     for (; c + kLanes <= n; c += kLanes) v += LoadV(a + c) * LoadV(b + c);
-    __builtin_memcpy(acc, &v, sizeof(v));
+    StoreV(acc, v);
   }
   for (int l = 0; c < n; ++c, ++l) acc[l] += a[c] * b[c];
   float s = 0;
@@ -71,7 +91,7 @@ XHC_INLINE void MultiDot(int n, const float* __restrict a, int m, const float* _
       const V16 av = LoadV(a + c);
       for (int i = 0; i < m; ++i) v[i] += av * LoadV(x + static_cast<size_t>(i) * ldx + c);
     }
-    for (int i = 0; i < m; ++i) __builtin_memcpy(acc[i], &v[i], sizeof(V16));
+    for (int i = 0; i < m; ++i) StoreV(acc[i], v[i]);
   }
   for (int i = 0; i < m; ++i)
     for (int l = 0, cc = c; cc < n; ++cc, ++l) acc[i][l] += a[cc] * x[static_cast<size_t>(i) * ldx + cc];
@@ -96,10 +116,8 @@ XHC_INLINE void WeightedSum(int n, int m, const float* __restrict h, const float
       a0 += hi * LoadV(xi), a1 += hi * LoadV(xi + kLanes);
       a2 += hi * LoadV(xi + 2 * kLanes), a3 += hi * LoadV(xi + 3 * kLanes);
     }
-    __builtin_memcpy(y + c, &a0, sizeof(V16));
-    __builtin_memcpy(y + c + kLanes, &a1, sizeof(V16));
-    __builtin_memcpy(y + c + 2 * kLanes, &a2, sizeof(V16));
-    __builtin_memcpy(y + c + 3 * kLanes, &a3, sizeof(V16));
+    StoreV(y + c, a0), StoreV(y + c + kLanes, a1);
+    StoreV(y + c + 2 * kLanes, a2), StoreV(y + c + 3 * kLanes, a3);
   }
   for (; c < n; ++c) {
     float acc = 0;
@@ -125,8 +143,8 @@ XHC_INLINE void WeightedSums(int n, int m, int nout, const float* __restrict h,
       }
     }
     for (int o = 0; o < nout; ++o) {
-      __builtin_memcpy(y + static_cast<size_t>(o) * ldy + c, &a[o][0], sizeof(V16));
-      __builtin_memcpy(y + static_cast<size_t>(o) * ldy + c + kLanes, &a[o][1], sizeof(V16));
+      StoreV(y + static_cast<size_t>(o) * ldy + c, a[o][0]);
+      StoreV(y + static_cast<size_t>(o) * ldy + c + kLanes, a[o][1]);
     }
   }
   for (; c < n; ++c) {
@@ -152,8 +170,7 @@ XHC_INLINE void AxpyWeighted(int n, int m, const float* __restrict h, const floa
       a0 += hi * LoadV(xi), a1 += hi * LoadV(xi + kLanes);
     }
     a0 += LoadV(y + c), a1 += LoadV(y + c + kLanes);
-    __builtin_memcpy(y + c, &a0, sizeof(V16));
-    __builtin_memcpy(y + c + kLanes, &a1, sizeof(V16));
+    StoreV(y + c, a0), StoreV(y + c + kLanes, a1);
   }
   for (; c < n; ++c) {
     float acc = 0;
@@ -177,8 +194,7 @@ XHC_INLINE void SumSq(int n, const float* __restrict x, double* sum, double* sum
       const V16 v = LoadV(x + c);
       vs += v, vq += v * v;
     }
-    __builtin_memcpy(s, &vs, sizeof(vs));
-    __builtin_memcpy(q, &vq, sizeof(vq));
+    StoreV(s, vs), StoreV(q, vq);
   }
   for (int l = 0; c < n; ++c, ++l) s[l] += x[c], q[l] += x[c] * x[c];
   double ts = 0, tq = 0;

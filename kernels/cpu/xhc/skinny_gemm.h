@@ -7,12 +7,16 @@
 // so the state block is read from memory once and W once per block.
 //
 // Determinism: every output element is reduced in a fixed order that depends only on its own
-// row and the shapes (not on the block it sits in, nor on the thread). An AVX-512 version is
-// chosen at run time when the CPU has it (FMA, 16 lanes); otherwise a portable version with
-// the same lane structure (separate multiply and add) runs, so results can differ in the last
-// bits between machines but never between runs or thread counts on one machine.
+// row and the shapes (not on the block it sits in, nor on the thread). Which instructions
+// form the sums depends on the path (skinny_gemm_isa.h): avx512 (FMA, 16 lanes), avx2 (FMA,
+// 8 lanes), generic (separate multiply and add, 16 lanes). So results can differ in the last
+// bits between paths (machines, or XHC_CPU_ISA), never between runs or thread counts on one.
 
 #include <cstddef>
+#include <new>
+#include <vector>
+
+#include "kernels/cpu/xhc/skinny_gemm_isa.h"
 
 namespace xhc::kernels::cpu {
 
@@ -27,8 +31,37 @@ void DotRows(int nt, int R, int D, const float* X, size_t ldx, const float* W, s
 void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
               float* out, size_t ldo, bool accumulate);
 
-// Tests: run the portable versions even where AVX-512 is available.
-void ForcePortableSkinnyGemmForTesting(bool on);
+// W (R, D) prepared once for many DotRows calls against it: the fused passes use one W for
+// every token block, and the avx2 path packs W's column chunks into contiguous buffers (rows
+// 64 KiB apart share cache sets), which per call cost ~20% of DotRows (PERF.md, 11). Made for
+// the path active when packing, which it then runs (results are the unpacked call's, bit for
+// bit). Other paths read W in place. W must outlive it. (AxpyRows has no such form: a
+// prepacked W measured slower there.)
+// 64-byte aligned storage: packed tiles are read with 32-byte loads, which straddle cache
+// lines (a split load each) when the buffer is only 16-byte aligned like plain new's.
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  bool operator==(const CacheLineAllocator&) const = default;
+};
+
+struct SkinnyWeights {
+  SkinnyIsa isa = SkinnyIsa::kGeneric;
+  int R = 0, D = 0;
+  const float* W = nullptr;
+  size_t ldw = 0;
+  std::vector<float, CacheLineAllocator<float>> packed;  // path's layout; empty: W in place
+};
+SkinnyWeights PackForDotRows(int R, int D, const float* W, size_t ldw);
+
+// DotRows as above with W = w.
+void DotRows(int nt, const SkinnyWeights& w, const float* X, size_t ldx, float* out, int ldo);
 
 }  // namespace xhc::kernels::cpu
 

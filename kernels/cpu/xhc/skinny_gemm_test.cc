@@ -1,10 +1,15 @@
-// DotRows / AxpyRows (both the AVX-512 and the portable versions) against double-precision
-// products, on shapes with ragged tails (columns not a multiple of 16, chunks, token tiles).
+// DotRows / AxpyRows on every path this CPU supports (avx512, avx2, generic; the others are
+// skipped visibly) against double-precision products, on shapes with ragged tails (columns
+// not a multiple of 8 or 16, chunks, token tiles); XHC_CPU_ISA parsing.
 
 #include "kernels/cpu/xhc/skinny_gemm.h"
 
+#include <stdlib.h>
+
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/test_seed.h"
@@ -17,10 +22,20 @@ struct Shape {
   int nt, R, D;
 };
 
-class SkinnyGemmTest : public ::testing::TestWithParam<bool> {
+class SkinnyGemmTest : public ::testing::TestWithParam<SkinnyIsa> {
  protected:
-  void SetUp() override { ForcePortableSkinnyGemmForTesting(GetParam()); }
-  void TearDown() override { ForcePortableSkinnyGemmForTesting(false); }
+  void SetUp() override {
+    if (!CpuSupportsSkinnyIsa(GetParam())) {
+      GTEST_SKIP() << "CPU lacks " << SkinnyIsaName(GetParam()) << " (supports " << CpuSkinnyIsas()
+                   << ")";
+    }
+    ASSERT_TRUE(SetSkinnyIsaForTesting(GetParam()).ok());
+    ASSERT_EQ(ActiveSkinnyIsa(), GetParam());
+  }
+  void TearDown() override { ClearSkinnyIsaForTesting(); }
+  std::mt19937 Rng() {
+    return std::mt19937(static_cast<uint32_t>(xhc::testing::TestSeed(SkinnyIsaName(GetParam()))));
+  }
 };
 
 // A float sum of `terms` products, in any order and lane structure, is within
@@ -37,9 +52,9 @@ std::vector<float> Random(size_t n, std::mt19937& rng) {
 }
 
 TEST_P(SkinnyGemmTest, DotRowsMatchesDouble) {
-  std::mt19937 rng(static_cast<uint32_t>(xhc::testing::TestSeed(GetParam() ? "portable" : "native")));
+  std::mt19937 rng = Rng();
   for (const Shape s : {Shape{1, 1, 1}, Shape{3, 5, 17}, Shape{16, 32, 2100}, Shape{7, 36, 1030},
-                        Shape{20, 8, 4096}}) {
+                        Shape{20, 8, 4096}, Shape{5, 7, 263}, Shape{16, 20, 4099}}) {
     const size_t ldx = s.D + 3, ldw = s.D + 5;
     const int ldo = s.R + 2;
     auto X = Random(s.nt * ldx, rng), W = Random(s.R * ldw, rng);
@@ -60,8 +75,9 @@ TEST_P(SkinnyGemmTest, DotRowsMatchesDouble) {
 }
 
 TEST_P(SkinnyGemmTest, AxpyRowsMatchesDouble) {
-  std::mt19937 rng(static_cast<uint32_t>(xhc::testing::TestSeed(GetParam() ? "portable" : "native")));
-  for (const Shape s : {Shape{1, 1, 1}, Shape{3, 5, 17}, Shape{16, 32, 2100}, Shape{5, 20, 1037}}) {
+  std::mt19937 rng = Rng();
+  for (const Shape s : {Shape{1, 1, 1}, Shape{3, 5, 17}, Shape{16, 32, 2100}, Shape{5, 20, 1037},
+                        Shape{16, 32, 4096}, Shape{6, 3, 205}}) {
     for (bool accumulate : {false, true}) {
       const int lda = s.R + 1;
       const size_t ldw = s.D + 3, ldo = s.D + 4;
@@ -84,8 +100,75 @@ TEST_P(SkinnyGemmTest, AxpyRowsMatchesDouble) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, SkinnyGemmTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "portable" : "dispatched"; });
+// The determinism contract: a token's outputs do not depend on the block it is computed in
+// (its position in the block, the block's size, i.e. the register tile it falls in).
+TEST_P(SkinnyGemmTest, TokenResultIndependentOfBlock) {
+  std::mt19937 rng = Rng();
+  const int R = 32, D = 1037, nt = 15;
+  auto X = Random(static_cast<size_t>(nt) * D, rng), W = Random(static_cast<size_t>(R) * D, rng);
+  std::vector<float> block(nt * R), alone(R);
+  DotRows(nt, R, D, X.data(), D, W.data(), D, block.data(), R);
+  std::vector<float> A(nt * R);
+  for (auto& a : A) a = std::normal_distribution<float>()(rng);
+  std::vector<float> block_y(static_cast<size_t>(nt) * D), alone_y(D);
+  AxpyRows(nt, R, D, A.data(), R, W.data(), D, block_y.data(), D, false);
+  for (int t = 0; t < nt; ++t) {
+    DotRows(1, R, D, X.data() + static_cast<size_t>(t) * D, D, W.data(), D, alone.data(), R);
+    ASSERT_EQ(0, std::memcmp(alone.data(), block.data() + t * R, sizeof(float) * R)) << t;
+    AxpyRows(1, R, D, A.data() + t * R, R, W.data(), D, alone_y.data(), D, false);
+    ASSERT_EQ(0, std::memcmp(alone_y.data(), block_y.data() + static_cast<size_t>(t) * D,
+                             sizeof(float) * D))
+        << t;
+  }
+}
+
+// DotRows with SkinnyWeights (W packed once, as XhcPre uses it) gives the unpacked call's
+// results bit for bit, on shapes with ragged chunks and more than 32 rows.
+TEST_P(SkinnyGemmTest, PackedWeightsSameAsInPlace) {
+  std::mt19937 rng = Rng();
+  for (const Shape s : {Shape{16, 32, 16384}, Shape{7, 36, 1030}, Shape{3, 5, 17}, Shape{20, 70, 300}}) {
+    const size_t ldx = s.D + 3, ldw = s.D + 5;
+    auto X = Random(s.nt * ldx, rng), W = Random(s.R * ldw, rng);
+    std::vector<float> a(s.nt * s.R), b(s.nt * s.R);
+    DotRows(s.nt, s.R, s.D, X.data(), ldx, W.data(), ldw, a.data(), s.R);
+    const SkinnyWeights dw = PackForDotRows(s.R, s.D, W.data(), ldw);
+    ASSERT_EQ(dw.isa, GetParam());
+    DotRows(s.nt, dw, X.data(), ldx, b.data(), s.R);
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * a.size())) << "D=" << s.D;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, SkinnyGemmTest,
+                         ::testing::Values(SkinnyIsa::kAvx512, SkinnyIsa::kAvx2, SkinnyIsa::kGeneric),
+                         [](const auto& info) { return std::string(SkinnyIsaName(info.param)); });
+
+// XHC_CPU_ISA: each name selects its path where the CPU has it, and is an error naming the
+// variable and the supported set where it does not; unknown names are errors too.
+TEST(SkinnyIsaTest, EnvironmentSelectsOrFailsClearly) {
+  const char* saved = getenv("XHC_CPU_ISA");
+  const std::string saved_value = saved ? saved : "";
+  for (SkinnyIsa isa : {SkinnyIsa::kAvx512, SkinnyIsa::kAvx2, SkinnyIsa::kGeneric}) {
+    setenv("XHC_CPU_ISA", SkinnyIsaName(isa), 1);
+    const auto got = SkinnyIsaFromEnv();
+    if (CpuSupportsSkinnyIsa(isa)) {
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(*got, isa);
+    } else {
+      ASSERT_FALSE(got.ok());
+      EXPECT_NE(got.status().message().find("XHC_CPU_ISA"), std::string::npos) << got.status();
+      EXPECT_NE(got.status().message().find(CpuSkinnyIsas()), std::string::npos) << got.status();
+    }
+  }
+  setenv("XHC_CPU_ISA", "sse9", 1);
+  const auto bad = SkinnyIsaFromEnv();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("XHC_CPU_ISA=sse9"), std::string::npos) << bad.status();
+  unsetenv("XHC_CPU_ISA");
+  const auto best = SkinnyIsaFromEnv();
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(SkinnyIsaName(*best), CpuSkinnyIsas().substr(0, CpuSkinnyIsas().find(',')));
+  if (saved) setenv("XHC_CPU_ISA", saved_value.c_str(), 1);
+}
 
 }  // namespace
 }  // namespace xhc::kernels::cpu

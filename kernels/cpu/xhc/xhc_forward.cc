@@ -229,6 +229,9 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int 
   if (d.flash) return FlashPre(d, cfg, P, n, X, u, map_w, cache);
   const StackedWeights proj_w = StackProjection(d, P);
   const float* rowsum = proj_w.rowsum.data();
+  // Packed once here, read by every token block (skinny_gemm.h).
+  const cpu::SkinnyWeights proj_pk = cpu::PackForDotRows(proj_w.rows, D, proj_w.w.data(), D);
+  const cpu::SkinnyWeights map_pk = cpu::PackForDotRows(Q, Da, map_w.w.data(), Da);
   // One pass over the state, in blocks of kMaxTokens tokens (1 MiB at N*C = 16384, stays in
   // L2 between the steps): raw projections proj (nt, 2N) = X . [router; pre]^T, then per
   // token stats / maps / selection / dense read / gather, then the raw map projections
@@ -239,13 +242,12 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int 
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int t0 = blk * kBlock, nt = std::min(kBlock, n - t0);
     const size_t s0 = static_cast<size_t>(t0);
-    cpu::DotRows(nt, proj_w.rows, D, X + s0 * D, D, proj_w.w.data(), D,
-                 cache->proj.data() + s0 * 2 * N + proj_w.offset, 2 * N);
+    cpu::DotRows(nt, proj_pk, X + s0 * D, D, cache->proj.data() + s0 * 2 * N + proj_w.offset,
+                 2 * N);
     for (int tok = t0; tok < t0 + nt; ++tok) {
       TokenPre(d, P, rowsum, X + static_cast<size_t>(tok) * D, tok, u, cache);
     }
-    cpu::DotRows(nt, Q, Da, cache->xa.data() + s0 * Da, Da, map_w.w.data(), Da,
-                 cache->map_raw.data() + s0 * Q, Q);
+    cpu::DotRows(nt, map_pk, cache->xa.data() + s0 * Da, Da, cache->map_raw.data() + s0 * Q, Q);
     for (int tok = t0; tok < t0 + nt; ++tok) TokenMixMaps(cfg, d, P, tok, cache);
   }
   return absl::OkStatus();

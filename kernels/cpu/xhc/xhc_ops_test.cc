@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/test_seed.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/xhc/skinny_gemm_isa.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
 #include "kernels/cpu/xhc/xhc_test_util.h"
@@ -323,6 +324,41 @@ TEST(XhcOpsPropertiesTest, BitIdenticalAcrossThreadCountsAndGradsAccumulate) {
     for (size_t e = 0; e < v.size(); ++e) ASSERT_EQ(twice[e], 2.0f * v[e]) << name << "[" << e << "]";
   }
 }
+
+// The same thread-count determinism on every skinny GEMM path this CPU supports (the test
+// above runs the default one; D = 640 gives the avx2 path a ragged column chunk, 51 tokens a
+// ragged token block).
+class XhcOpsPathTest : public ::testing::TestWithParam<cpu::SkinnyIsa> {
+ protected:
+  void SetUp() override {
+    if (!cpu::CpuSupportsSkinnyIsa(GetParam())) {
+      GTEST_SKIP() << "CPU lacks " << cpu::SkinnyIsaName(GetParam()) << " (supports "
+                   << cpu::CpuSkinnyIsas() << ")";
+    }
+    ASSERT_TRUE(cpu::SetSkinnyIsaForTesting(GetParam()).ok());
+  }
+  void TearDown() override { cpu::ClearSkinnyIsaForTesting(); }
+};
+
+TEST_P(XhcOpsPathTest, BitIdenticalAcrossThreadCounts) {
+  const XhcConfig cfg = MakeCfg(16, 4, 2, true, {4, 8, 12});
+  const int B = 3, T = 17, C = 40;
+  FloatProblem pb(cfg, B, T, C, xhc::testing::TestSeed(cpu::SkinnyIsaName(GetParam())));
+  omp_set_num_threads(1);
+  auto o1 = RunSublayer<OptImpl>(cfg, B, T, C, pb.params, pb.X, pb.a, pb.b, pb.G);
+  omp_set_num_threads(2);
+  auto o2 = RunSublayer<OptImpl>(cfg, B, T, C, pb.params, pb.X, pb.a, pb.b, pb.G);
+  EXPECT_EQ(o1.u, o2.u);
+  EXPECT_EQ(o1.x_new, o2.x_new);
+  EXPECT_EQ(o1.d_out, o2.d_out);
+  EXPECT_EQ(o1.dx, o2.dx);
+  for (auto& [name, v] : o1.grads.tensors) EXPECT_EQ(v, o2.grads.Get(name)) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, XhcOpsPathTest,
+                         ::testing::Values(cpu::SkinnyIsa::kAvx512, cpu::SkinnyIsa::kAvx2,
+                                           cpu::SkinnyIsa::kGeneric),
+                         [](const auto& info) { return std::string(cpu::SkinnyIsaName(info.param)); });
 
 TEST(XhcOpsPropertiesTest, InvalidConfigIsInvalidArgument) {
   XhcConfig cfg = MakeCfg(4, 5, 1, false);

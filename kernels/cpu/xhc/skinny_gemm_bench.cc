@@ -1,0 +1,108 @@
+// Micro-benchmark of the skinny products at the bench's call-site shapes (PERF.md), one
+// thread: DotRows (16 tokens x 16384 against 32 rows: XhcPre's projections; 16 x 4096 against
+// 32: its map projections) and AxpyRows (the BackwardInput products), per path this CPU
+// supports, against OpenBLAS sgemm on 256-token blocks (the alternative of issue #12).
+// "stream": the token blocks walk a 4096-token state (memory-bound like the real pass);
+// "cached": the same block again and again; "packed-W": DotRows streaming with W packed once. Prints GFLOP/s, best of 5.
+//   bazel run //kernels/cpu/xhc:skinny_gemm_bench
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/xhc/skinny_gemm.h"
+#include "third_party/openblas_cblas.h"
+
+namespace xhc::kernels::cpu {
+namespace {
+
+double Seconds(const std::function<void()>& f) {
+  double best = 1e9;
+  for (int it = 0; it < 5; ++it) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+void Run() {
+  constexpr int kTokens = 4096, kB = kMaxTokens;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+  };
+  openblas_set_num_threads(1);
+  struct Case {
+    const char* name;
+    int R, D;
+  };
+  for (const Case cs : {Case{"proj", 32, 16384}, Case{"maps", 32, 4096}}) {
+    const int R = cs.R, D = cs.D;
+    const auto X = random(static_cast<size_t>(kTokens) * D), W = random(static_cast<size_t>(R) * D);
+    std::vector<float> out(static_cast<size_t>(kTokens) * D);  // big enough for both products
+    const auto A = random(static_cast<size_t>(kTokens) * R);
+    const double flops = 2.0 * kTokens * R * D;
+    for (SkinnyIsa isa : {SkinnyIsa::kAvx512, SkinnyIsa::kAvx2, SkinnyIsa::kGeneric}) {
+      if (!SetSkinnyIsaForTesting(isa).ok()) continue;
+      const double dot_s = Seconds([&] {
+        for (int t = 0; t < kTokens; t += kB) {
+          DotRows(kB, R, D, X.data() + static_cast<size_t>(t) * D, D, W.data(), D, out.data() + t * R, R);
+        }
+      });
+      const double dot_c = Seconds([&] {
+        for (int t = 0; t < kTokens; t += kB) DotRows(kB, R, D, X.data(), D, W.data(), D, out.data(), R);
+      });
+      const double axpy_s = Seconds([&] {
+        for (int t = 0; t < kTokens; t += kB) {
+          AxpyRows(kB, R, D, A.data() + t * R, R, W.data(), D, out.data() + static_cast<size_t>(t) * D, D, true);
+        }
+      });
+      const double axpy_c = Seconds([&] {
+        for (int t = 0; t < kTokens; t += kB) AxpyRows(kB, R, D, A.data(), R, W.data(), D, out.data(), D, true);
+      });
+      // W packed once (SkinnyWeights), as the fused passes call them.
+      const SkinnyWeights dw = PackForDotRows(R, D, W.data(), D);
+      const double dot_p = Seconds([&] {
+        for (int t = 0; t < kTokens; t += kB) {
+          DotRows(kB, dw, X.data() + static_cast<size_t>(t) * D, D, out.data() + t * R, R);
+        }
+      });
+      std::printf("%-5s %-8s DotRows stream %6.1f cached %6.1f packed-W stream %6.1f | AxpyRows "
+                  "stream %6.1f cached %6.1f GFLOP/s\n",
+                  cs.name, SkinnyIsaName(isa), flops / dot_s / 1e9, flops / dot_c / 1e9,
+                  flops / dot_p / 1e9, flops / axpy_s / 1e9, flops / axpy_c / 1e9);
+    }
+    ClearSkinnyIsaForTesting();
+    for (int rows : {16, 256}) {  // sgemm on `rows`-token blocks (DeterministicSgemm uses 256)
+      const double dot = Seconds([&] {
+        for (int t = 0; t < kTokens; t += rows) {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, R, D, 1.0f,
+                      X.data() + static_cast<size_t>(t) * D, D, W.data(), D, 0.0f, out.data() + t * R, R);
+        }
+      });
+      const double axpy = Seconds([&] {
+        for (int t = 0; t < kTokens; t += rows) {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, R, 1.0f, A.data() + t * R, R,
+                      W.data(), D, 1.0f, out.data() + static_cast<size_t>(t) * D, D);
+        }
+      });
+      std::printf("%-5s sgemm%-3d X.W^T  stream %6.1f               | A.W      stream %6.1f GFLOP/s\n",
+                  cs.name, rows, flops / dot / 1e9, flops / axpy / 1e9);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace xhc::kernels::cpu
+
+int main() {
+  xhc::kernels::cpu::Run();
+  return 0;
+}
