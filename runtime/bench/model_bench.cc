@@ -6,6 +6,9 @@
 //   bazel run //runtime/bench:model_bench -- [--d_model 512] [--layers 4] [--seq 256]
 //                                            [--batch 4] [--rounds 5]
 //                                            [--variants vanilla,hc,mhc,mhc_conv,xhc,...]
+//                                            [--phases 1]
+// --phases 1 adds each variant's wall time per step by kind of work (residual kernels,
+// attention/MLP, head, embedding; forward, input and weight gradients: model/phase_times.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -37,6 +41,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   int d_model = 512, layers = 4, seq = 256, batch = 4, rounds = 5;
   std::string variants = "vanilla,hc,mhc,mhc_conv,xhc,xhc_flash2,xhc_flash4";
+  bool phases = false;
 };
 
 // The residual block of each variant (spec section 1 defaults otherwise).
@@ -60,6 +65,7 @@ struct Run {
   std::unique_ptr<model::StageModel> model;
   std::vector<double> step_s;
   double matmul_params = 0;  // parameters of the transformer GEMMs (excl. embedding)
+  std::unique_ptr<model::PhaseTimes> phases;  // --phases: summed over the measured rounds
 };
 
 absl::StatusOr<Run> MakeRun(const std::string& name, const Options& o) {
@@ -138,6 +144,10 @@ int Main(const Options& o) {
   double sgemm = SgemmGflops();
   for (int round = -1; round < o.rounds; ++round) {  // round -1 warms up
     for (Run& r : runs) {
+      if (o.phases && round == 0) {
+        r.phases = std::make_unique<model::PhaseTimes>();
+        r.model->set_phase_times(r.phases.get());
+      }
       const double s = Step(r, sampler.Train(round + 1, 0), round + 1);
       if (round >= 0) r.step_s.push_back(s);
     }
@@ -151,10 +161,24 @@ int Main(const Options& o) {
     const double s = Median(r.step_s);
     // 6·N for the GEMMs plus causal attention (QKᵀ and PV, forward and backward).
     const double flops = tokens * (6 * r.matmul_params + 6.0 * r.cfg.n_layers * o.seq * r.cfg.d_model);
+    std::string phase_json;
+    if (r.phases) {  // mean ms per step of each kind of work; "other": optimizer and the rest
+      std::vector<std::string> ph;
+      double timed = 0;
+      for (int p = 0; p < model::PhaseTimes::kNumPhases; ++p) {
+        const double ms = r.phases->seconds[p] * 1e3 / o.rounds;
+        timed += ms;
+        ph.push_back(absl::StrFormat("\"%s\": %.1f", model::PhaseTimes::Name(p), ms));
+      }
+      const double mean_ms = std::accumulate(r.step_s.begin(), r.step_s.end(), 0.0) * 1e3 / o.rounds;
+      ph.push_back(absl::StrFormat("\"other\": %.1f", mean_ms - timed));
+      phase_json = absl::StrCat(", \"phase_ms_per_step\": {", absl::StrJoin(ph, ", "), "}");
+    }
     parts.push_back(absl::StrFormat(
         "\"%s\": {\"step_ms\": %.1f, \"tokens_per_s\": %.1f, \"model_gflops\": %.2f, "
-        "\"fraction_of_sgemm\": %.3f, \"step_time_vs_vanilla\": %.3f}",
-        r.name, s * 1e3, tokens / s, flops / s / 1e9, flops / s / 1e9 / sgemm, s / vanilla));
+        "\"fraction_of_sgemm\": %.3f, \"step_time_vs_vanilla\": %.3f%s}",
+        r.name, s * 1e3, tokens / s, flops / s / 1e9, flops / s / 1e9 / sgemm, s / vanilla,
+        phase_json));
   }
   std::printf("{\"d_model\": %d, \"layers\": %d, \"seq\": %d, \"batch\": %d, \"rounds\": %d, "
               "\"threads\": %d, \"blas_coretype\": \"%s\", \"sgemm_gflops\": %.1f, %s}\n",
@@ -176,7 +200,8 @@ int main(int argc, char** argv) {
       continue;
     }
     const int v = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--d_model")) o.d_model = v;
+    if (!std::strcmp(argv[i], "--phases")) o.phases = v != 0;
+    else if (!std::strcmp(argv[i], "--d_model")) o.d_model = v;
     else if (!std::strcmp(argv[i], "--layers")) o.layers = v;
     else if (!std::strcmp(argv[i], "--seq")) o.seq = v;
     else if (!std::strcmp(argv[i], "--batch")) o.batch = v;

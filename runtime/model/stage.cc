@@ -40,6 +40,7 @@ absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx
   const bool hc = cfg_.residual.type != ResidualType::kVanilla;
   const HcWeights<T>& hw = is_mlp ? lw.mlp_hc : lw.attn_hc;
   if (hc) {
+    PhaseScope timed(phases_, PhaseTimes::kResidualFwd);
     // xhc_flash: the later sublayers of a window share the entry's window context.
     const int pos = WindowPos(hw.config);
     if (sub_idx < pos) {
@@ -53,11 +54,15 @@ absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx
   } else {
     std::copy(X->begin(), X->end(), u.begin());  // N = 1: u is the state
   }
-  if (is_mlp) {
-    MlpForward(cfg_, lw.mlp, B, u.data(), out.data(), &s.mlp);
-  } else {
-    AttentionForward(cfg_, lw.attn, B, u.data(), out.data(), &s.attn);
+  {
+    PhaseScope timed(phases_, PhaseTimes::kSublayerFwd);
+    if (is_mlp) {
+      MlpForward(cfg_, lw.mlp, B, u.data(), out.data(), &s.mlp);
+    } else {
+      AttentionForward(cfg_, lw.attn, B, u.data(), out.data(), &s.attn);
+    }
   }
+  PhaseScope timed(phases_, PhaseTimes::kResidualFwd);
   if (hc) return K::Xhc::Post(hw.config, hw.params, out.data(), X->data(), &s.cache);
   for (size_t i = 0; i < out.size(); ++i) (*X)[i] += out[i];
   return absl::OkStatus();
@@ -67,6 +72,7 @@ template <typename T>
 absl::StatusOr<double> StageModelT<T>::ForwardHead(MicrobatchState<T>* st, const std::vector<T>& X,
                                                    std::vector<T>* logits) {
   using K = Backend<T>;
+  PhaseScope timed(phases_, PhaseTimes::kHeadFwd);
   const int C = cfg_.d_model, V = cfg_.vocab_size, N = cfg_.residual.n_streams;
   const int n = st->B * cfg_.seq_len;
   st->y.assign(static_cast<size_t>(n) * C, T(0));
@@ -98,6 +104,7 @@ absl::StatusOr<double> StageModelT<T>::RunForward(MicrobatchState<T>* st, int B,
   st->subs.resize(2 * layers_.size());
   std::vector<T> X(static_cast<size_t>(StateElements(B)));
   if (spec_.has_embed) {
+    PhaseScope timed(phases_, PhaseTimes::kEmbed);
     st->tokens.assign(tokens, tokens + n);
     std::vector<T> e(static_cast<size_t>(n) * C);
     for (int i = 0; i < n; ++i) {

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/common/config.h"
 #include "runtime/model/params.h"
+#include "runtime/model/phase_times.h"
 #include "runtime/model/stage_weights.h"
 
 namespace xhc::model {
@@ -60,6 +61,8 @@ class StageModelT {
   int NumInFlight() const { return static_cast<int>(inflight_.size()); }
   const StageSpec& spec() const { return spec_; }
   const ModelConfig& config() const { return cfg_; }
+  // Accumulates wall time per kind of work into `times` (null: off, the default).
+  void set_phase_times(PhaseTimes* times) { phases_ = times; }
 
  private:
   absl::StatusOr<double> RunForward(MicrobatchState<T>* st, int B, const int32_t* tokens,
@@ -80,6 +83,7 @@ class StageModelT {
   std::vector<LayerWeights<T>> layers_;
   HeadWeights<T> head_;
   std::map<int, std::unique_ptr<MicrobatchState<T>>> inflight_;
+  PhaseTimes* phases_ = nullptr;
 };
 
 using StageModel = StageModelT<float>;

@@ -35,17 +35,22 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
   const HcWeights<T>& hw = is_mlp ? lw.mlp_hc : lw.attn_hc;
   std::vector<T> d_out(static_cast<size_t>(n) * C), du(d_out.size());
   if (hc) {
+    PhaseScope timed(phases_, PhaseTimes::kResidualBwdIn);
     RETURN_IF_ERROR(K::Xhc::BackwardOut(hw.config, hw.params, dX->data(), &s.cache, d_out.data()));
   } else {
     std::copy(dX->begin(), dX->end(), d_out.begin());
   }
-  if (is_mlp) {
-    MlpBackwardInput(cfg_, lw.mlp, B, d_out.data(), du.data(), &s.mlp);
-  } else {
-    AttentionBackwardInput(cfg_, lw.attn, B, d_out.data(), du.data(), &s.attn);
+  {
+    PhaseScope timed(phases_, PhaseTimes::kSublayerBwdIn);
+    if (is_mlp) {
+      MlpBackwardInput(cfg_, lw.mlp, B, d_out.data(), du.data(), &s.mlp);
+    } else {
+      AttentionBackwardInput(cfg_, lw.attn, B, d_out.data(), du.data(), &s.attn);
+    }
   }
   const ModelConfig& cfg = cfg_;
   if (hc) {
+    PhaseScope timed(phases_, PhaseTimes::kResidualBwdIn);
     RestoreSublayerInput(*st, sub_idx, X);
     RETURN_IF_ERROR(
         K::Xhc::BackwardInput(hw.config, hw.params, X->data(), du.data(), dX->data(), &s.cache));
@@ -54,13 +59,19 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
   }
   // Queued in backward order (last sublayer first): the weight pass rebuilds each sublayer's
   // input from X_out in the same order as the input pass did.
-  st->pending_w.push_back([&cfg, &lw, &hw, &s, st, sub_idx, is_mlp, hc, B]() -> absl::Status {
-    if (is_mlp) {
-      MlpBackwardWeight(cfg, lw.mlp, B, s.mlp);
-    } else {
-      AttentionBackwardWeight(cfg, lw.attn, B, s.attn);
+  PhaseTimes* phases = phases_;
+  st->pending_w.push_back([&cfg, &lw, &hw, &s, st, sub_idx, is_mlp, hc, B,
+                           phases]() -> absl::Status {
+    {
+      PhaseScope timed(phases, PhaseTimes::kSublayerBwdW);
+      if (is_mlp) {
+        MlpBackwardWeight(cfg, lw.mlp, B, s.mlp);
+      } else {
+        AttentionBackwardWeight(cfg, lw.attn, B, s.attn);
+      }
     }
     if (!hc) return absl::OkStatus();
+    PhaseScope timed(phases, PhaseTimes::kResidualBwdW);
     if (!st->X_w_ready) st->X_w = st->X_out, st->X_w_ready = true;
     RestoreSublayerInput(*st, sub_idx, &st->X_w);
     return K::Xhc::BackwardWeights(hw.config, hw.params, st->X_w.data(), s.cache, hw.grads);
@@ -72,6 +83,7 @@ template <typename T>
 absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_scale,
                                           std::vector<T>* dX) {
   using K = Backend<T>;
+  PhaseScope timed(phases_, PhaseTimes::kHeadBwd);
   const int C = cfg_.d_model, V = cfg_.vocab_size, N = cfg_.residual.n_streams;
   const int n = st->B * cfg_.seq_len;
   st->dlogits.resize(st->logits.size());
@@ -91,6 +103,7 @@ absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_sc
     std::copy(st->dy.begin(), st->dy.end(), dX->begin());
   }
   st->pending_w.push_back([this, st, n, C, V, N, dz = std::move(dz)]() -> absl::Status {
+    PhaseScope timed(phases_, PhaseTimes::kHeadBwd);
     K::MatmulBackwardWeight(head_.lm_head->grad.data(), st->dlogits.data(), st->z.data(), n, C, V);
     K::RmsnormBackwardWeight(head_.final_norm->grad.data(), dz.data(), st->y.data(),
                              st->rstd_f.data(), n, C);
@@ -123,9 +136,11 @@ absl::Status StageModelT<T>::BackwardInput(int mb, double loss_scale, const T* d
   }
   const int C = cfg_.d_model, N = cfg_.residual.n_streams, n = st->B * cfg_.seq_len;
   if (spec_.has_embed) {
+    PhaseScope timed(phases_, PhaseTimes::kEmbed);
     std::vector<T> de(static_cast<size_t>(n) * C, T(0));
     K::Xhc::ExpandBackward(n, N, C, dX.data(), de.data());
     st->pending_w.push_back([this, st, n, C, de = std::move(de)]() -> absl::Status {
+      PhaseScope timed(phases_, PhaseTimes::kEmbed);
       // Token order is fixed, so the scatter-add is deterministic.
       for (int i = 0; i < n; ++i) {
         T* row = &embed_->grad[static_cast<size_t>(st->tokens[i]) * C];
