@@ -251,7 +251,7 @@ absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParamsT<R>& P, co
   if (cfg.type == ResidualType::kHc) return HcBackwardWeights(d, P, X_in, cache, G);
   RETURN_IF_ERROR(CheckWindowBackwardDone(d, cache));
   const FlashWindowT<R>* win = cache.window.get();
-  const int N = d.N, k = d.k, K = d.K, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
+  const int N = d.N, K = d.K, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
   const int T_len = cache.T_len;
   const size_t n = static_cast<size_t>(cache.B) * T_len;
   std::vector<R> y(D), ln(D), xan(Da);
