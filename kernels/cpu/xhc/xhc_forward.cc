@@ -25,25 +25,34 @@
 namespace xhc::kernels {
 namespace {
 
-// Per token: statistics, router and read map from the raw projections, selection, dense
-// read, gather of the active streams and their rms factor. One pass over the token's N*C.
-XHC_CLONES void TokenPre(const XhcDims& d, const XhcParams& P, const float* rowsum, const float* x,
-              size_t tok, float* u, XhcCache* cache) {
-  const int N = d.N, k = d.k, C = d.C, D = d.D();
+struct Stats {
+  float mean, rstd_ln, rstd;  // of the flattened state: LayerNorm and RMS factors
+};
+
+// One pass over the token's D = N*C values (double combine keeps E[x^2] - mean^2 accurate).
+XHC_INLINE Stats TokenStats(int D, const float* x) {
   double sum, sumsq;
   cpu::SumSq(D, x, &sum, &sumsq);
   const double mean = sum / D;
   const double var = std::max(0.0, sumsq / D - mean * mean);
-  const float rstd_ln = static_cast<float>(1.0 / std::sqrt(var + kNormEps));
-  const float rstd = static_cast<float>(1.0 / std::sqrt(sumsq / D + kNormEps));
-  cache->mean[tok] = static_cast<float>(mean);
+  return {static_cast<float>(mean), static_cast<float>(1.0 / std::sqrt(var + kNormEps)),
+          static_cast<float>(1.0 / std::sqrt(sumsq / D + kNormEps))};
+}
+
+// Per token: statistics, router and read map from the raw projections, selection, dense
+// read, gather of the active streams and their rms factor. One pass over the token's N*C.
+XHC_CLONES void TokenPre(const XhcDims& d, const XhcParams& P, const float* rowsum, const float* x,
+              size_t tok, float* u, XhcCache* cache) {
+  const int N = d.N, k = d.k, C = d.C;
+  const auto [mean, rstd_ln, rstd] = TokenStats(d.D(), x);
+  cache->mean[tok] = mean;
   cache->rstd_ln[tok] = rstd_ln;
   cache->rstd[tok] = rstd;
   const float* proj = cache->proj.data() + tok * 2 * N;
   float* s = cache->s.data() + tok * N;
   float* hpre = cache->hpre.data() + tok * N;
   for (int i = 0; i < N; ++i) {
-    s[i] = d.has_router ? Sigmoid(rstd_ln * (proj[i] - static_cast<float>(mean) * rowsum[i]) +
+    s[i] = d.has_router ? Sigmoid(rstd_ln * (proj[i] - mean * rowsum[i]) +
                                   P.router_bias[i])
                         : 0.0f;
     hpre[i] = Sigmoid(P.pre_alpha[0] * rstd * proj[N + i] + P.pre_bias[i]);
@@ -71,21 +80,16 @@ XHC_CLONES void TokenPre(const XhcDims& d, const XhcParams& P, const float* rows
 // whole window because only the active streams change inside it.
 XHC_CLONES void TokenFlashEntry(const XhcDims& d, const XhcParams& P, const float* rowsum,
                                 const float* x, size_t tok, float* u, XhcCache* cache) {
-  const int N = d.N, k = d.k, C = d.C, D = d.D(), w = d.window, PW = N + w * N;
+  const int N = d.N, k = d.k, C = d.C, w = d.window, PW = N + w * N;
   FlashWindowT<float>& win = *cache->window;
-  double sum, sumsq;
-  cpu::SumSq(D, x, &sum, &sumsq);
-  const double mean = sum / D;
-  const double var = std::max(0.0, sumsq / D - mean * mean);
-  const float rstd_ln = static_cast<float>(1.0 / std::sqrt(var + kNormEps));
-  const float rstd = static_cast<float>(1.0 / std::sqrt(sumsq / D + kNormEps));
-  win.mean[tok] = static_cast<float>(mean);
+  const auto [mean, rstd_ln, rstd] = TokenStats(d.D(), x);
+  win.mean[tok] = mean;
   win.rstd_ln[tok] = rstd_ln;
   win.rstd[tok] = rstd;
   const float* proj = win.proj.data() + tok * PW;
   float* s = win.s.data() + tok * N;
   for (int i = 0; i < N; ++i) {
-    s[i] = Sigmoid(rstd_ln * (proj[i] - static_cast<float>(mean) * rowsum[i]) + P.router_bias[i]);
+    s[i] = Sigmoid(rstd_ln * (proj[i] - mean * rowsum[i]) + P.router_bias[i]);
   }
   float* hpre = win.hpre.data() + tok * w * N;
   for (int q = 0; q < w; ++q) {

@@ -8,18 +8,28 @@
 namespace xhc::kernels::ref {
 namespace {
 
+template <typename R>
+R Mean(int n, const R* x) {
+  R mean = 0;
+  for (int c = 0; c < n; ++c) mean += x[c];
+  return mean / n;
+}
+
+// 1 / sqrt(population variance + eps): the LayerNorm factor of x, whose mean is `mean`.
+template <typename R>
+R RstdLn(int n, const R* x, R mean) {
+  R var = 0;
+  for (int c = 0; c < n; ++c) var += (x[c] - mean) * (x[c] - mean);
+  return R(1) / std::sqrt(var / n + R(kNormEps));
+}
+
 // Router and read map of one token: flat is (N*C). Fills s, hpre, proj, stats in the cache.
 template <typename R>
 void RefTokenMaps(const XhcDims& d, const XhcParamsT<R>& P, const R* flat, size_t tok,
                   XhcCacheT<R>* cache) {
   const int N = d.N, D = d.D();
-  R mean = 0;
-  for (int c = 0; c < D; ++c) mean += flat[c];
-  mean /= D;
-  R var = 0;
-  for (int c = 0; c < D; ++c) var += (flat[c] - mean) * (flat[c] - mean);
-  var /= D;
-  const R rstd_ln = R(1) / std::sqrt(var + R(kNormEps));
+  const R mean = Mean(D, flat);
+  const R rstd_ln = RstdLn(D, flat, mean);
   std::vector<R> ln(D), y(D);  // ln is (N*C), y = rms(flat) is (N*C)
   for (int c = 0; c < D; ++c) ln[c] = (flat[c] - mean) * rstd_ln;
   const R rstd = RmsForward(D, flat, y.data());
@@ -47,13 +57,8 @@ template <typename R>
 void RefFlashEntryMaps(const XhcDims& d, const XhcParamsT<R>& P, const R* flat, size_t tok,
                        FlashWindowT<R>* win) {
   const int N = d.N, D = d.D(), w = d.window, PW = N + w * N;
-  R mean = 0;
-  for (int c = 0; c < D; ++c) mean += flat[c];
-  mean /= D;
-  R var = 0;
-  for (int c = 0; c < D; ++c) var += (flat[c] - mean) * (flat[c] - mean);
-  var /= D;
-  const R rstd_ln = R(1) / std::sqrt(var + R(kNormEps));
+  const R mean = Mean(D, flat);
+  const R rstd_ln = RstdLn(D, flat, mean);
   std::vector<R> ln(D), y(D);
   for (int c = 0; c < D; ++c) ln[c] = (flat[c] - mean) * rstd_ln;
   const R rstd = RmsForward(D, flat, y.data());
