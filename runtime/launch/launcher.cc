@@ -150,6 +150,11 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
           copts.workers, ctl->plan().schedule.type);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, cores / copts.workers);
+  if (copts.workers > cores) {
+    LogWarning("%d workers on %d cores: the operating system time-slices them, so step times "
+               "and exposed communication measure its scheduler, not the pipeline (use "
+               "pipeline.workers <= %d on this machine)", copts.workers, cores, cores);
+  }
   std::vector<Child> children;
   std::mutex children_mu;
   for (int i = 0; i < copts.workers; ++i) {
