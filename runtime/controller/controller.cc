@@ -177,8 +177,12 @@ absl::Status Controller::Report(const proto::StepReport& report) {
   if (report.rank() < 0 || report.rank() >= options_.workers) {
     return absl::InvalidArgumentError(absl::StrCat("report from unknown rank ", report.rank()));
   }
+  if (report.kind_case() == proto::StepReport::KIND_NOT_SET) {
+    return absl::InvalidArgumentError(absl::StrCat("report from rank ", report.rank(),
+                                                   " carries no result"));
+  }
   if (report.generation() != generation_) return absl::OkStatus();  // from an aborted step
-  reports_[{report.step(), report.rank()}] = report;
+  reports_[{KeyOf(report), report.rank()}] = report;
   cv_.notify_all();
   return absl::OkStatus();
 }
@@ -293,30 +297,57 @@ absl::Status Controller::WaitForWorkers() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<proto::StepReport>> Controller::CollectReports(int64_t step,
+Controller::ReportKey Controller::KeyOf(const proto::StepReport& report) {
+  switch (report.kind_case()) {
+    case proto::StepReport::kStepResult:
+      return {report.kind_case(), report.step_result().step()};
+    case proto::StepReport::kCheckpointResult:
+      return {report.kind_case(), report.checkpoint_result().step()};
+    default:
+      return {report.kind_case(), report.generation()};
+  }
+}
+
+namespace {
+
+// "step 17", "the checkpoint of step 17", "the resume of generation 2": for messages.
+std::string Describe(const Controller::ReportKey& key) {
+  switch (key.kind) {
+    case proto::StepReport::kStepResult:
+      return absl::StrCat("step ", key.id);
+    case proto::StepReport::kCheckpointResult:
+      return absl::StrCat("the checkpoint of step ", key.id);
+    default:
+      return absl::StrCat("the resume of generation ", key.id);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<proto::StepReport>> Controller::CollectReports(ReportKey key,
                                                                          double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   while (true) {
     std::vector<proto::StepReport> got;
     for (int r = 0; r < options_.workers; ++r) {
-      auto it = reports_.find({step, r});
+      auto it = reports_.find({key, r});
       if (it == reports_.end()) break;
       if (!it->second.error().empty()) {
         return absl::InternalError(
-            absl::StrFormat("step %d failed on rank %d: %s", step, r, it->second.error()));
+            absl::StrFormat("%s failed on rank %d: %s", Describe(key), r, it->second.error()));
       }
       got.push_back(it->second);
     }
     if (static_cast<int>(got.size()) == options_.workers) {
-      for (int r = 0; r < options_.workers; ++r) reports_.erase({step, r});
+      for (int r = 0; r < options_.workers; ++r) reports_.erase({key, r});
       return got;
     }
     if (stopped_) return absl::CancelledError("controller stopped");
     RETURN_IF_ERROR(FirstDeadWorker());
     if (Clock::now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrFormat(
-          "step %d did not finish within fault.step_timeout = %.0f s", step, timeout_s));
+          "%s did not finish within fault.step_timeout = %.0f s", Describe(key), timeout_s));
     }
     cv_.wait_for(lock, std::chrono::milliseconds(100));
   }

@@ -43,6 +43,13 @@ struct ControllerOptions {
 
 class Controller {
  public:
+  // Which reports a wait is for: their kind and the step (the generation for ready reports).
+  struct ReportKey {
+    proto::StepReport::KindCase kind;
+    int64_t id;
+    auto operator<=>(const ReportKey&) const = default;
+  };
+  static ReportKey KeyOf(const proto::StepReport& report);
   using Clock = std::chrono::steady_clock;
 
   // Validates the plan before any worker starts (bad schedule/worker counts are errors
@@ -102,8 +109,8 @@ class Controller {
   Controller(const Config& config, const ControllerOptions& options, plan::JobPlan plan);
   absl::Status WaitForWorkers();
   void Broadcast(const proto::Command& command);
-  // Waits for one report of `step` from every rank (kUnavailable if a worker dies).
-  absl::StatusOr<std::vector<proto::StepReport>> CollectReports(int64_t step, double timeout_s);
+  // Waits for one report of `key` from every rank (kUnavailable if a worker dies).
+  absl::StatusOr<std::vector<proto::StepReport>> CollectReports(ReportKey key, double timeout_s);
   absl::Status RunStep(int64_t step, bool evaluate);
   // Builds generation_'s data plane on every worker from `checkpoint_dir` ("" = initial
   // weights) and waits until all report ready.
@@ -119,7 +126,7 @@ class Controller {
   // Commits the pending checkpoint once all shards are reported; with block = false only if
   // they already are.
   absl::Status FinishCheckpoint(bool block);
-  bool ReportsComplete(int64_t step);
+  bool ReportsComplete(ReportKey key);
   void WriteTrace();
   absl::Status FirstDeadWorker() const;  // requires mu_
 
@@ -143,7 +150,7 @@ class Controller {
   bool finished_ = false;  // SHUTDOWN sent: workers leaving is expected
   std::vector<Worker> workers_;
   std::map<std::string, std::string> kv_;
-  std::map<std::pair<int64_t, int>, proto::StepReport> reports_;  // (step, rank)
+  std::map<std::pair<ReportKey, int>, proto::StepReport> reports_;  // (key, rank)
   // Progress for `xhc status`.
   std::string state_ = "waiting for workers";
   int64_t current_step_ = 0;

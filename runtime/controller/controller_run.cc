@@ -34,13 +34,15 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   const auto t0 = Clock::now();
   Broadcast(cmd);
   ASSIGN_OR_RETURN(std::vector<proto::StepReport> reports,
-                   CollectReports(step, config_.fault.step_timeout_s));
+                   CollectReports({proto::StepReport::kStepResult, step},
+                                  config_.fault.step_timeout_s));
   const double step_s = Since(t0);
   // Mean of the micro-batch losses in micro-batch order: the same sum, in the same order,
   // as single-process training, so the reported loss is bit-identical.
   std::vector<double> losses(config_.train.microbatches, 0.0);
   std::vector<double> val;
-  for (const proto::StepReport& r : reports) {
+  for (const proto::StepReport& report : reports) {
+    const proto::StepResult& r = report.step_result();
     for (int i = 0; i < r.losses_size(); ++i) losses[r.loss_microbatches(i)] = r.losses(i);
     for (double v : r.val_losses()) val.push_back(v);
   }
@@ -50,13 +52,14 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   const double tokens = static_cast<double>(config_.train.microbatches) *
                         config_.train.batch_size * config_.model.seq_len;
   std::vector<std::string> exposed, bubble, rss_mb;
-  for (const proto::StepReport& r : reports) {
+  for (const proto::StepReport& report : reports) {
+    const proto::StepResult& r = report.step_result();
     rss_mb.push_back(absl::StrFormat("%.1f", r.peak_rss_bytes() / 1048576.0));
     exposed.push_back(absl::StrFormat("%.4f", r.comm_wait_s() / std::max(r.step_s(), 1e-9)));
     bubble.push_back(absl::StrFormat("%.4f", 1.0 - r.compute_s() / std::max(r.step_s(), 1e-9)));
     for (const proto::Span& s : r.spans()) {
       trace_spans_.push_back(s);
-      trace_ranks_.push_back(r.rank());
+      trace_ranks_.push_back(report.rank());
     }
   }
   // Same arithmetic as single-process ValidationLoss: sum in batch order, then divide.
@@ -74,7 +77,7 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
       "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6g, \"step_s\": %.4f, "
       "\"tokens_per_s\": %.1f, \"microbatch_losses\": [%s], \"exposed_comm\": [%s], "
       "\"bubble\": [%s], \"peak_rss_mb\": [%s]%s}\n",
-      step + 1, loss, reports[0].grad_norm(), step_s, tokens / step_s, train::ExactList(losses),
+      step + 1, loss, reports[0].step_result().grad_norm(), step_s, tokens / step_s, train::ExactList(losses),
       absl::StrJoin(exposed, ", "), absl::StrJoin(bubble, ", "),
       absl::StrJoin(rss_mb, ", "),
       val.empty() ? "" : absl::StrFormat(", \"val_loss\": %.6f", val_loss));
@@ -103,10 +106,10 @@ absl::Status Controller::Checkpoint(int64_t step) {
   return config_.checkpoint.async ? absl::OkStatus() : FinishCheckpoint(/*block=*/true);
 }
 
-bool Controller::ReportsComplete(int64_t step) {
+bool Controller::ReportsComplete(ReportKey key) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int r = 0; r < options_.workers; ++r) {
-    if (!reports_.count({step, r})) return false;
+    if (!reports_.count({key, r})) return false;
   }
   return true;
 }
@@ -114,10 +117,10 @@ bool Controller::ReportsComplete(int64_t step) {
 absl::Status Controller::FinishCheckpoint(bool block) {
   if (pending_ckpt_ < 0) return absl::OkStatus();
   const int64_t step = pending_ckpt_;
-  // Checkpoint reports use step = -(step + 1) so they never mix with step reports.
-  if (!block && !ReportsComplete(-(step + 1))) return absl::OkStatus();
+  const ReportKey key{proto::StepReport::kCheckpointResult, step};
+  if (!block && !ReportsComplete(key)) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<proto::StepReport> reports,
-                   CollectReports(-(step + 1), config_.fault.step_timeout_s));
+                   CollectReports(key, config_.fault.step_timeout_s));
   pending_ckpt_ = -1;
   Manifest m;
   m.step = step;
@@ -127,9 +130,10 @@ absl::Status Controller::FinishCheckpoint(bool block) {
   m.layout = absl::StrFormat("%d ranks %s", options_.workers, plan_.schedule.type);
   double stall = 0, write = 0;
   int64_t bytes = 0;
-  for (const proto::StepReport& r : reports) {
-    stall = std::max(stall, r.compute_s());
-    write = std::max(write, r.step_s());
+  for (const proto::StepReport& report : reports) {
+    const proto::CheckpointResult& r = report.checkpoint_result();
+    stall = std::max(stall, r.snapshot_stall_s());
+    write = std::max(write, r.write_s());
     for (const proto::ShardInfo& s : r.shards()) {
       bytes += s.bytes();
       m.shards.push_back({s.file(), s.bytes(), s.xxhash64(),
@@ -161,8 +165,8 @@ absl::Status Controller::ResumeAll(const std::string& checkpoint_dir) {
   cmd.set_kind(proto::Command::RESUME);
   cmd.set_checkpoint_dir(checkpoint_dir);
   Broadcast(cmd);
-  const int64_t ready_step = -1000000000LL - generation_;
-  return CollectReports(ready_step, config_.fault.step_timeout_s).status();
+  return CollectReports({proto::StepReport::kReady, generation_}, config_.fault.step_timeout_s)
+      .status();
 }
 
 namespace {

@@ -25,12 +25,12 @@ proto::StepReport ShardWriter::Write(const Snapshot& snap, proto::StepReport rep
   if (const char* delay = std::getenv("XHC_FAULT_CHECKPOINT_DELAY_MS"); delay != nullptr) {
     absl::SleepFor(absl::Milliseconds(std::atoi(delay)));
   }
-  report.set_step_s(absl::ToDoubleSeconds(absl::Now() - t0));  // write time
+  report.mutable_checkpoint_result()->set_write_s(absl::ToDoubleSeconds(absl::Now() - t0));
   if (!rec.ok()) {
     report.set_error(std::string(rec.status().message()));
     return report;
   }
-  proto::ShardInfo* info = report.add_shards();
+  proto::ShardInfo* info = report.mutable_checkpoint_result()->add_shards();
   info->set_file(rec->file);
   info->set_bytes(rec->bytes);
   info->set_xxhash64(rec->xxhash64);
@@ -57,9 +57,10 @@ void ShardWriter::Start(const proto::Command& cmd, int rank, StageExecutor* exec
   snap.file = name + ".safetensors";
   proto::StepReport report;
   report.set_rank(rank);
-  report.set_step(-(cmd.step() + 1));
   report.set_generation(cmd.generation());
-  report.set_compute_s(absl::ToDoubleSeconds(absl::Now() - t0));  // the snapshot: the stall
+  proto::CheckpointResult* result = report.mutable_checkpoint_result();
+  result->set_step(cmd.step());
+  result->set_snapshot_stall_s(absl::ToDoubleSeconds(absl::Now() - t0));
   if (snap.names.empty()) {
     report_(report);
     return;

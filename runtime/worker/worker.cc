@@ -30,9 +30,6 @@
 namespace xhc::worker {
 namespace {
 
-// The report step of "ready for generation g" (never a real step or checkpoint id).
-int64_t ReadyStep(int generation) { return -1000000000LL - generation; }
-
 absl::StatusOr<proto::RegisterResponse> RegisterWithRetry(proto::Controller::Stub* stub,
                                                           const WorkerOptions& o,
                                                           const std::string& config_hash) {
@@ -82,9 +79,8 @@ absl::Status LoadResume(const std::string& dir, StageExecutor* exec) {
   return absl::OkStatus();
 }
 
-proto::StepReport StepReportOf(int rank, int64_t step, const StepOutcome& o) {
-  proto::StepReport r;
-  r.set_rank(rank);
+proto::StepResult StepResultOf(int64_t step, const StepOutcome& o) {
+  proto::StepResult r;
   r.set_step(step);
   for (const auto& [mb, loss] : o.losses) {
     r.add_loss_microbatches(mb);
@@ -199,18 +195,17 @@ absl::Status RunWorker(const WorkerOptions& o) {
         dp.transport = std::move(fresh.transport);
         dp.exec = std::move(fresh.exec);
       }
-      report.set_step(ReadyStep(cmd.generation()));
+      report.mutable_ready();
       if (!s.ok()) report.set_error(std::string(s.message()));
     } else if (cmd.kind() == proto::Command::RUN_STEP && dp.exec) {
       commands.SetStep(cmd.step());
       absl::StatusOr<StepOutcome> out =
           dp.exec->RunStep(cmd.step(), cmd.total_steps(), cmd.evaluate());
       if (out.ok()) {
-        report = StepReportOf(rank, cmd.step(), *out);
-        report.set_generation(cmd.generation());
+        *report.mutable_step_result() = StepResultOf(cmd.step(), *out);
       } else {
         // Stay up: the controller decides (abort + resume, or give up).
-        report.set_step(cmd.step());
+        report.mutable_step_result()->set_step(cmd.step());
         report.set_error(std::string(out.status().message()));
         LogWarning("step %d failed: %s", cmd.step(), out.status().message());
       }
