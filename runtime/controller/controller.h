@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "proto/xhc.pb.h"
 #include "runtime/common/config.h"
+#include "runtime/common/eta.h"
 #include "runtime/plan/plan.h"
 
 namespace xhc::controller {
@@ -151,6 +152,7 @@ class Controller {
   std::vector<Worker> workers_;
   std::map<std::string, std::string> kv_;
   std::map<std::pair<ReportKey, int>, proto::StepReport> reports_;  // (key, rank)
+  std::unique_ptr<EtaEstimator> eta_;  // progress lines; made at the first step
   // Progress for `xhc status`.
   std::string state_ = "waiting for workers";
   int64_t current_step_ = 0;

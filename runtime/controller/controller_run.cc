@@ -81,13 +81,14 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
       absl::StrJoin(exposed, ", "), absl::StrJoin(bubble, ", "),
       absl::StrJoin(rss_mb, ", "),
       val.empty() ? "" : absl::StrFormat(", \"val_loss\": %.6f", val_loss));
+  if (!eta_) eta_ = std::make_unique<EtaEstimator>(total_steps_, config_.train.eval_every);
+  eta_->Add(step + 1, step_s, evaluate);
   if (!options_.quiet) {
-    const double eta = step_s * static_cast<double>(total_steps_ - step - 1);
-    std::printf("step %5d/%d  loss %.4f%s  %.0f tok/s  exposed comm %s  ETA %dm%02ds\n",
+    std::printf("step %5d/%d  loss %.4f%s  %.0f tok/s  exposed comm %s  ETA %s\n",
                 static_cast<int>(step + 1), static_cast<int>(total_steps_), loss,
                 val.empty() ? "" : absl::StrFormat("  val %.4f", val_loss).c_str(),
                 tokens / step_s, absl::StrJoin(exposed, "/").c_str(),
-                static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+                FormatEta(eta_->SecondsLeft(step + 1)).c_str());
     std::fflush(stdout);
   }
   return absl::OkStatus();

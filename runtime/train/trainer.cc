@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/file_io.h"
+#include "runtime/common/eta.h"
 #include "runtime/common/log.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/data/sampler.h"
@@ -41,12 +42,6 @@ absl::Status SaveCheckpoint(const Config& config, const std::string& out_dir, in
   m.shards = {shard};
   m.layout = "single-process";
   return CommitCheckpoint(root, m, config.checkpoint.keep);
-}
-
-std::string FormatEta(double seconds) {
-  const int s = static_cast<int>(std::lround(seconds));
-  return s >= 3600 ? absl::StrFormat("%dh%02dm", s / 3600, (s / 60) % 60)
-                   : absl::StrFormat("%dm%02ds", s / 60, s % 60);
 }
 
 }  // namespace
@@ -133,6 +128,7 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
   const double tokens_per_step = static_cast<double>(config.train.microbatches) *
                                  config.train.batch_size * config.model.seq_len;
   double train_seconds = 0;
+  EtaEstimator eta(total, config.train.eval_every);
   for (int64_t step = result.start_step; step < total; ++step) {
     const auto t0 = Clock::now();
     StepStats stats;
@@ -150,10 +146,13 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
         "\"tokens_per_s\": %.1f",
         done, loss, stats.lr, stats.grad_norm, dt, tokens_per_step / dt);
     absl::StrAppend(&line, ", \"microbatch_losses\": [", ExactList(mb_losses), "]");
-    if (config.train.eval_every > 0 && (done % config.train.eval_every == 0 || done == total)) {
+    const bool evaluate =
+        config.train.eval_every > 0 && (done % config.train.eval_every == 0 || done == total);
+    if (evaluate) {
       ASSIGN_OR_RETURN(result.final_val_loss, ValidationLoss(config, corpus, &model));
       absl::StrAppend(&line, absl::StrFormat(", \"val_loss\": %.6f", result.final_val_loss));
     }
+    eta.Add(done, Seconds(t0, Clock::now()), evaluate);
     metrics << line << "}\n" << std::flush;
     if (!options.quiet && (done % config.train.log_every == 0 || done == total)) {
       std::printf("step %5d/%d  loss %.4f%s  lr %.2e  %.0f tok/s  ETA %s\n",
@@ -161,8 +160,7 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
                   line.find("val_loss") != std::string::npos
                       ? absl::StrFormat("  val %.4f", result.final_val_loss).c_str()
                       : "",
-                  stats.lr, tps, FormatEta(train_seconds / result.step_losses.size() *
-                                           static_cast<double>(total - done)).c_str());
+                  stats.lr, tps, FormatEta(eta.SecondsLeft(done)).c_str());
       std::fflush(stdout);
     }
     const bool periodic = config.checkpoint.every > 0 && done % config.checkpoint.every == 0;
