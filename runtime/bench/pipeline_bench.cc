@@ -1,0 +1,173 @@
+// Pipeline efficiency and exposed communication per schedule at R = 2 against the one-rank
+// run, in one run on this machine, as real `xhc launch` jobs (processes, gRPC, gloo):
+//   efficiency = tokens/s at R ranks / (R * tokens/s of one rank holding all stages),
+// every process with the same OpenMP threads (1: R ranks x 1 thread <= the 2 cores here),
+// next to the target 0.9 * (1 - simulated bubble), the bubble from the dependency simulator
+// fed this run's measured stage costs (runtime/study/bubbles.h). Prints one JSON object.
+//
+//   bazel run //runtime/bench:pipeline_bench -- [--residual xhc] [--steps 14] [--warmup 4]
+//                                               [--out /tmp/xhc-pipeline-bench]
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "runtime/common/config.h"
+#include "runtime/study/bubbles.h"
+#include "runtime/study/measure.h"
+#include "runtime/study/runner.h"
+#include "scheduler/simulator.h"
+
+namespace xhc {
+namespace {
+namespace fs = std::filesystem;
+
+struct Options {
+  std::string residual = "xhc", out = "/tmp/xhc-pipeline-bench";
+  int steps = 14, warmup = 4;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The quickstart's model (d_model 128, 8 layers, 8 micro-batches of 4 x 128 tokens).
+std::string JobYaml(const Options& o, const std::string& schedule, int workers) {
+  return absl::StrCat(
+      "model: {d_model: 128, n_layers: 8, n_heads: 4, n_kv_heads: 2, seq_len: 128,\n"
+      "        residual: {type: ", o.residual, "}}\n"
+      "optim: {lr: 0.004, warmup_steps: 2}\n"
+      "train: {steps: ", o.steps, ", batch_size: 4, microbatches: 8, seed: 1234, eval_every: 0}\n"
+      "data: {train: /usr/share/games/fortunes/*}\n"
+      "pipeline: {schedule: ", schedule, ", workers: ", workers, "}\n"
+      "checkpoint: {every: 0, keep: 1}\n");
+}
+
+struct Measured {
+  bool ok = false;
+  std::string error;
+  study::StepMetrics metrics;
+  study::ModelBubbles model;
+};
+
+Measured RunOne(const Options& o, const std::string& xhc, const std::string& schedule,
+                int workers) {
+  Measured m;
+  const std::string dir = absl::StrCat(o.out, "/", schedule, "_", workers);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string cfg = dir + "/config.yaml";
+  std::ofstream(cfg) << JobYaml(o, schedule, workers);
+  std::fprintf(stderr, "pipeline_bench: %s on %d rank(s)...\n", schedule.c_str(), workers);
+  const study::ChildResult child =
+      study::RunChild({xhc, "launch", "--config", cfg, "--out", dir + "/run"},
+                      {{"OMP_NUM_THREADS", "1"}}, dir + "/log.txt", 900);
+  if (child.exit_code != 0) {
+    m.error = absl::StrCat("exit ", child.exit_code, child.timed_out ? " (timed out)" : "", ": ",
+                           study::TailLines(dir + "/log.txt", 3));
+    return m;
+  }
+  absl::StatusOr<study::StepMetrics> metrics =
+      study::ParseMetrics(ReadAll(dir + "/run/metrics.jsonl"), o.warmup);
+  absl::StatusOr<study::TraceMeasurement> trace =
+      study::ParseTrace(ReadAll(dir + "/run/trace.json"), workers, o.warmup);
+  if (!metrics.ok() || !trace.ok()) {
+    m.error = std::string(!metrics.ok() ? metrics.status().message() : trace.status().message());
+    return m;
+  }
+  m.metrics = *metrics;
+  absl::StatusOr<Config> job = ParseConfig(JobYaml(o, schedule, workers));
+  const double payload = scheduler::PayloadBytes(
+      static_cast<int64_t>(job->train.batch_size) * job->model.seq_len,
+      job->model.residual.n_streams, job->model.d_model, 4);
+  absl::StatusOr<study::ModelBubbles> model = study::ComputeModelBubbles(
+      schedule, workers, job->train.microbatches,
+      study::CostsFrom(study::MeanStageCosts(*trace), payload, trace->transfer_ms));
+  if (!model.ok()) {
+    m.error = std::string(model.status().message());
+    return m;
+  }
+  m.model = *model;
+  m.ok = true;
+  return m;
+}
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+
+std::string List(const std::vector<double>& v) {
+  std::vector<std::string> parts;
+  for (double x : v) parts.push_back(absl::StrFormat("%.4f", x));
+  return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+}
+
+int Main(const Options& o, const std::string& xhc) {
+  const Measured base = RunOne(o, xhc, "1f1b", 1);
+  if (!base.ok) {
+    std::fprintf(stderr, "pipeline_bench: the one-rank run failed: %s\n", base.error.c_str());
+    return 1;
+  }
+  std::vector<std::string> rows;
+  for (const char* schedule : {"1f1b", "zb1p", "dualpipe", "dualpipev"}) {
+    const Measured m = RunOne(o, xhc, schedule, 2);
+    if (!m.ok) {
+      rows.push_back(absl::StrFormat("\"%s\": {\"error\": \"%s\"}", schedule,
+                                     absl::StrReplaceAll(m.error, {{"\"", "'"}, {"\n", " "}})));
+      continue;
+    }
+    const double efficiency = m.metrics.tokens_per_s / (2 * base.metrics.tokens_per_s);
+    const double bubble = Mean(m.model.simulated);
+    const double target = 0.9 * (1 - bubble);
+    rows.push_back(absl::StrFormat(
+        "\"%s\": {\"tokens_per_s\": %.1f, \"efficiency\": %.3f, \"simulated_bubble\": %.3f, "
+        "\"efficiency_target\": %.3f, \"meets_target\": %s, \"exposed_comm\": %s}",
+        schedule, m.metrics.tokens_per_s, efficiency, bubble, target,
+        efficiency >= target ? "true" : "false", List(m.metrics.exposed_comm)));
+  }
+  std::printf("{\"residual\": \"%s\", \"ranks\": 2, \"threads_per_rank\": 1, \"cores\": %ld, "
+              "\"steps\": %d, \"warmup_steps\": %d, \"one_rank_tokens_per_s\": %.1f, "
+              "\"schedules\": {%s}}\n",
+              o.residual.c_str(), sysconf(_SC_NPROCESSORS_ONLN), o.steps, o.warmup,
+              base.metrics.tokens_per_s, absl::StrJoin(rows, ", ").c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace xhc
+
+int main(int argc, char** argv) {
+  xhc::Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--residual")) o.residual = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--out")) o.out = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--steps")) o.steps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--warmup")) o.warmup = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (o.steps <= o.warmup) {
+    std::fprintf(stderr, "--steps must exceed --warmup\n");
+    return 2;
+  }
+  // The xhc binary beside this one in the runfiles (bazel run), else on the working dir.
+  std::string xhc = std::string(argv[0]) + ".runfiles/__main__/xhc";
+  if (!std::filesystem::exists(xhc)) xhc = "bazel-bin/xhc";
+  return xhc::Main(o, std::filesystem::absolute(xhc).string());
+}
