@@ -1,7 +1,9 @@
 // Optimized weight-gradient backward (W) of the xHC sublayer. Reductions over tokens are
 // sgemms with the token axis as the inner dimension (OpenBLAS threads split only the output,
 // so each element's token order is fixed) or sequential loops; the conv reduction is split
-// over channels. The result is bit-identical for any thread count.
+// over channels. The result is bit-identical for any thread count. The two projection
+// products tmp = A^T . X run through AtXColumns (own kernel, tokens in order per element; it
+// replaced OpenBLAS, which re-packed A for every column block: PERF.md, 14).
 
 #include <algorithm>
 #include <vector>
@@ -47,7 +49,7 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
     }
   }
   // tmp (R, D) = A^T (R, n) . X_in (n, D)
-  cpu::DeterministicSgemm(true, false, R, D, n, A.data(), R, X_in, D, 0.0f, tmp.data(), D);
+  cpu::AtXColumns(n, R, D, A.data(), X_in, D, tmp.data());
   for (int i = 0; i < N; ++i) {
     float bias = 0, corr = 0, galpha = 0;
     for (int tok = 0; tok < n; ++tok) {
@@ -91,7 +93,7 @@ void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
           cache.dz_map[static_cast<size_t>(tok) * Q + q] * alpha * cache.rstd_a[tok];
     }
   }
-  cpu::DeterministicSgemm(true, false, Q, Da, n, A.data(), Q, cache.xa.data(), Da, 0.0f, tmp.data(), Da);
+  cpu::AtXColumns(n, Q, Da, A.data(), cache.xa.data(), Da, tmp.data());
   float res_alpha = 0, post_alpha = 0;
   for (int q = 0; q < Q; ++q) {
     const bool res = q < kk;
