@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/xhc/skinny_gemm.h"
 #include "third_party/openblas_cblas.h"
 
 namespace xhc::kernels::cpu {
@@ -33,6 +34,17 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
       const float* b = trans_b ? B + static_cast<size_t>(s) * ldb : B + s;
       cblas_sgemm(CblasRowMajor, ta, tb, M, len, K, 1.0f, A, lda, b, ldb, beta, C + s, ldc);
     }
+  }
+}
+
+void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out) {
+  // 384 columns (two AtXRows chunks) per block: 22 blocks at D = 8192 for 2 threads.
+  constexpr int kBlock = 384;
+  const int num_blocks = (D + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int blk = 0; blk < num_blocks; ++blk) {
+    const int s = blk * kBlock, len = std::min(kBlock, D - s);
+    AtXRows(n, R, len, A, R, X + s, ldx, out + s, D);
   }
 }
 

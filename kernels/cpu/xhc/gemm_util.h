@@ -10,11 +10,19 @@
 // blocks over OpenMP threads: every block is the same call whatever thread runs it.
 // Side effect: leaves OpenBLAS's own thread count at 1 (as kernels/cpu/nn does).
 
+#include <cstddef>
+
 namespace xhc::kernels::cpu {
 
 // C (M, N) = op(A) (M, K) . op(B) (K, N) + beta * C
 void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A,
                         int lda, const float* B, int ldb, float beta, float* C, int ldc);
+
+// out (R, D) = A^T (R, n) . X (n, D) (A row-major (n, R), lda = R; out row stride D): the
+// weight-gradient product, through AtXRows (skinny_gemm.h) on fixed column blocks spread over
+// OpenMP threads. Each element is one running sum over the tokens in order, so the result
+// does not depend on the thread count (nor on the block size). Leaves OpenBLAS alone.
+void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out);
 
 }  // namespace xhc::kernels::cpu
 

@@ -58,6 +58,19 @@ void AxpyRowsGeneric(int nt, int R, int D, const float* A, int lda, const float*
   }
 }
 
+void AtXRowsGeneric(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
+                    float* out, size_t ldo) {
+  for (int r = 0; r < R; ++r) std::fill(out + r * ldo, out + r * ldo + D, 0.0f);
+  for (int t = 0; t < n; ++t) {
+    const float* __restrict x = X + t * ldx;
+    for (int r = 0; r < R; ++r) {
+      const float a = A[static_cast<size_t>(t) * lda + r];
+      float* __restrict o = out + r * ldo;
+      for (int c = 0; c < D; ++c) o[c] += a * x[c];
+    }
+  }
+}
+
 }  // namespace internal
 
 namespace {
@@ -101,6 +114,17 @@ void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, siz
   for (int t0 = 0; t0 < nt; t0 += kMaxTokens) {
     AxpyRowsOn(ActiveSkinnyIsa(), std::min(kMaxTokens, nt - t0), R, D, A + t0 * lda, lda, W,
                ldw, out + t0 * ldo, ldo, accumulate);
+  }
+}
+
+void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
+             float* out, size_t ldo) {
+  switch (ActiveSkinnyIsa()) {
+#ifdef XHC_SKINNY_X86
+    case SkinnyIsa::kAvx512:
+    case SkinnyIsa::kAvx2: return internal::AtXRowsAvx2(n, R, D, A, lda, X, ldx, out, ldo);
+#endif
+    default: return internal::AtXRowsGeneric(n, R, D, A, lda, X, ldx, out, ldo);
   }
 }
 

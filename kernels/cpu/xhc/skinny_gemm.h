@@ -31,6 +31,15 @@ void DotRows(int nt, int R, int D, const float* X, size_t ldx, const float* W, s
 void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
               float* out, size_t ldo, bool accumulate);
 
+// Weight-gradient product: out[r * ldo + c] = sum_t A[t * lda + r] * X[t * ldx + c], r < R,
+// c < D, t < n (out overwritten). Every element is ONE running sum over t = 0, 1, ..., n-1 in
+// that order, from zero, so the bits do not depend on how the caller splits the columns
+// (e.g. over threads) or on the shapes of the other elements. Single-threaded: callers
+// spread column ranges over threads (AtXColumns in gemm_util.h does). The avx512 path runs
+// the avx2 kernel (an AVX-512F CPU has AVX2 + FMA; not measured there).
+void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
+             float* out, size_t ldo);
+
 // W (R, D) prepared once for many DotRows calls against it: the fused passes use one W for
 // every token block, and the avx2 path packs W's column chunks into contiguous buffers (rows
 // 64 KiB apart share cache sets), which per call cost ~20% of DotRows (PERF.md, 11). Made for

@@ -79,6 +79,21 @@ void Run() {
                   cs.name, SkinnyIsaName(isa), flops / dot_s / 1e9, flops / dot_c / 1e9,
                   flops / dot_p / 1e9, flops / axpy_s / 1e9, flops / axpy_c / 1e9);
     }
+    // Weight gradient tmp (R, D) = A^T (R, n) . X (n, D) over all tokens: AtXRows per path
+    // against OpenBLAS on 512-column blocks (DeterministicSgemm's former form).
+    std::vector<float> g(static_cast<size_t>(R) * D);
+    for (SkinnyIsa isa : {SkinnyIsa::kAvx2, SkinnyIsa::kGeneric}) {
+      if (!SetSkinnyIsaForTesting(isa).ok()) continue;
+      const double atx = Seconds([&] { AtXRows(kTokens, R, D, A.data(), R, X.data(), D, g.data(), D); });
+      std::printf("%-5s %-8s AtXRows %6.1f GFLOP/s\n", cs.name, SkinnyIsaName(isa), flops / atx / 1e9);
+    }
+    const double atx_blas = Seconds([&] {
+      for (int c = 0; c < D; c += 512) {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, std::min(512, D - c), kTokens, 1.0f,
+                    A.data(), R, X.data() + c, D, 0.0f, g.data() + c, D);
+      }
+    });
+    std::printf("%-5s sgemm512 A^T.X %6.1f GFLOP/s\n", cs.name, flops / atx_blas / 1e9);
     ClearSkinnyIsaForTesting();
     for (int rows : {16, 256}) {  // sgemm on `rows`-token blocks (DeterministicSgemm uses 256)
       const double dot = Seconds([&] {

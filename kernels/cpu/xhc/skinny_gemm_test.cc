@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -97,6 +98,53 @@ TEST_P(SkinnyGemmTest, AxpyRowsMatchesDouble) {
         for (size_t c = s.D; c < ldo; ++c) ASSERT_EQ(out[t * ldo + c], before[t * ldo + c]);
       }
     }
+  }
+}
+
+// AtXRows (weight gradients): against double products, shapes with ragged row groups (R not a
+// multiple of 4), ragged column chunks / tails and token blocks; out's padding untouched.
+TEST_P(SkinnyGemmTest, AtXRowsMatchesDouble) {
+  std::mt19937 rng = Rng();
+  for (const Shape s : {Shape{1, 1, 1}, Shape{3, 5, 17}, Shape{40, 32, 2100}, Shape{17, 7, 263},
+                        Shape{100, 80, 401}, Shape{16, 28, 192}}) {
+    const int n = s.nt, lda = s.R + 1;
+    const size_t ldx = s.D + 3, ldo = s.D + 2;
+    auto A = Random(static_cast<size_t>(n) * lda, rng), X = Random(n * ldx, rng);
+    std::vector<float> out(s.R * ldo, -7.0f);
+    AtXRows(n, s.R, s.D, A.data(), lda, X.data(), ldx, out.data(), ldo);
+    for (int r = 0; r < s.R; ++r) {
+      for (int c = 0; c < s.D; ++c) {
+        double ref = 0, mag = 0;
+        for (int t = 0; t < n; ++t) {
+          ref += double(A[t * lda + r]) * X[t * ldx + c];
+          mag += std::fabs(double(A[t * lda + r]) * X[t * ldx + c]);
+        }
+        ASSERT_NEAR(out[r * ldo + c], ref, SumBound(n, mag)) << r << " " << c << " n=" << n;
+      }
+      for (size_t c = s.D; c < ldo; ++c) ASSERT_EQ(out[r * ldo + c], -7.0f);
+    }
+  }
+}
+
+// AtXRows' determinism contract: an element's bits do not depend on the column range it is
+// computed in (how a caller splits the columns over threads) nor on the number of rows.
+TEST_P(SkinnyGemmTest, AtXRowsIndependentOfSplit) {
+  std::mt19937 rng = Rng();
+  const int n = 75, R = 30, D = 1037;
+  auto A = Random(static_cast<size_t>(n) * R, rng), X = Random(static_cast<size_t>(n) * D, rng);
+  std::vector<float> whole(static_cast<size_t>(R) * D), split(whole.size(), -1.0f);
+  AtXRows(n, R, D, A.data(), R, X.data(), D, whole.data(), D);
+  for (int c0 = 0, w = 1; c0 < D; c0 += w, w = w * 3 + 2) {  // ragged pieces: 1, 5, 17, 53, ...
+    const int len = std::min(w, D - c0);
+    AtXRows(n, R, len, A.data(), R, X.data() + c0, D, split.data() + c0, D);
+  }
+  ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), sizeof(float) * whole.size()));
+  std::vector<float> row(D);
+  for (int r = 0; r < R; r += 7) {  // one row alone: A's column r as a 1-row A
+    std::vector<float> a1(n);
+    for (int t = 0; t < n; ++t) a1[t] = A[t * R + r];
+    AtXRows(n, 1, D, a1.data(), 1, X.data(), D, row.data(), D);
+    ASSERT_EQ(0, std::memcmp(row.data(), whole.data() + static_cast<size_t>(r) * D, sizeof(float) * D)) << r;
   }
 }
 

@@ -14,10 +14,26 @@ namespace xhc::kernels {
 
 struct StackedWeights {
   std::vector<float> w;       // (rows, in)
-  std::vector<float> rowsum;  // (rows) sum over `in` (router rows: the LayerNorm correction)
+  std::vector<float> rowsum;  // (rows) sum over `in` of the router rows (LayerNorm correction), else 0
   int rows = 0;
   int offset = 0;             // column of the first stacked row in the (n, 2N) proj matrix
 };
+
+// rowsum of the first `rows` (the router's; only they are read: the LayerNorm correction),
+// the others left 0. Each row's sum is one sequential double sum, so the rows are spread over
+// threads (per call this was a serial ~262k-add dependency chain over all 2N rows at
+// N*C = 8192, PERF.md 15).
+inline void RouterRowSums(int rows, size_t D, StackedWeights* s) {
+  s->rowsum.assign(s->rows, 0.0f);
+  const float* w = s->w.data();
+  float* out = s->rowsum.data();
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; ++r) {
+    double acc = 0;
+    for (size_t c = 0; c < D; ++c) acc += w[r * D + c];
+    out[r] = static_cast<float>(acc);
+  }
+}
 
 inline StackedWeights StackProjection(const XhcDims& d, const XhcParams& P) {
   StackedWeights s;
@@ -31,12 +47,7 @@ inline StackedWeights StackProjection(const XhcDims& d, const XhcParams& P) {
     row = N;
   }
   std::memcpy(s.w.data() + row * D, P.pre_weight, sizeof(float) * N * D);
-  s.rowsum.assign(s.rows, 0.0f);
-  for (int r = 0; r < s.rows; ++r) {
-    double acc = 0;
-    for (size_t c = 0; c < D; ++c) acc += s.w[r * D + c];
-    s.rowsum[r] = static_cast<float>(acc);
-  }
+  RouterRowSums(d.has_router ? d.N : 0, D, &s);
   return s;
 }
 
@@ -51,12 +62,7 @@ inline StackedWeights StackFlashProjection(const XhcDims& d, const XhcParams& P)
   for (int q = 0; q < d.window; ++q) {
     std::memcpy(s.w.data() + (N + q * N) * D, P.window_pre_weight[q], sizeof(float) * N * D);
   }
-  s.rowsum.assign(s.rows, 0.0f);
-  for (int r = 0; r < s.rows; ++r) {
-    double acc = 0;
-    for (size_t c = 0; c < D; ++c) acc += s.w[r * D + c];
-    s.rowsum[r] = static_cast<float>(acc);
-  }
+  RouterRowSums(d.N, D, &s);
   return s;
 }
 

@@ -1,7 +1,9 @@
 // Optimized weight-gradient backward (W) of the xHC sublayer. Reductions over tokens are
 // sgemms with the token axis as the inner dimension (OpenBLAS threads split only the output,
 // so each element's token order is fixed) or sequential loops; the conv reduction is split
-// over channels. The result is bit-identical for any thread count.
+// over channels. The result is bit-identical for any thread count. The two projection
+// products tmp = A^T . X run through AtXColumns (own kernel, tokens in order per element; it
+// replaced OpenBLAS, which re-packed A for every column block: PERF.md, 14).
 
 #include <algorithm>
 #include <vector>
@@ -47,7 +49,7 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
     }
   }
   // tmp (R, D) = A^T (R, n) . X_in (n, D)
-  cpu::DeterministicSgemm(true, false, R, D, n, A.data(), R, X_in, D, 0.0f, tmp.data(), D);
+  cpu::AtXColumns(n, R, D, A.data(), X_in, D, tmp.data());
   for (int i = 0; i < N; ++i) {
     float bias = 0, corr = 0, galpha = 0;
     for (int tok = 0; tok < n; ++tok) {
@@ -91,7 +93,7 @@ void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
           cache.dz_map[static_cast<size_t>(tok) * Q + q] * alpha * cache.rstd_a[tok];
     }
   }
-  cpu::DeterministicSgemm(true, false, Q, Da, n, A.data(), Q, cache.xa.data(), Da, 0.0f, tmp.data(), Da);
+  cpu::AtXColumns(n, Q, Da, A.data(), cache.xa.data(), Da, tmp.data());
   float res_alpha = 0, post_alpha = 0;
   for (int q = 0; q < Q; ++q) {
     const bool res = q < kk;
@@ -112,13 +114,15 @@ void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
   G.post_alpha[0] += post_alpha;
 }
 
-// One channel block [c0, c1) of the conv weight sums, tokens in order.
+// One channel block [c0, c1) of the conv weight sums, tokens in order (per element; the
+// convolutions j share the token walk, so each token's dg rows and the out rows it reads are
+// fetched once for all j).
 XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0, int c1,
                                 std::vector<std::vector<float>>* sums) {
   const int T = cache.T_len, n = cache.B * T, C = d.C, K = d.K;
-  for (int j = 0; j < d.r; ++j) {
-    for (int tok = 0; tok < n; ++tok) {
-      const int t = tok % T;
+  for (int tok = 0; tok < n; ++tok) {
+    const int t = tok % T;
+    for (int j = 0; j < d.r; ++j) {
       const float* __restrict dg = cache.dg.data() + (static_cast<size_t>(tok) * d.r + j) * C;
       for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
         const float* __restrict out = cache.aug.data() + static_cast<size_t>(tok - tau) * K * C;
@@ -133,7 +137,9 @@ XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0,
 // sequential over tokens inside a block.
 void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G) {
   const int C = d.C;
-  constexpr int kBlock = 64;
+  // 256 channels (1 KiB runs of each token's rows, which the hardware prefetcher follows; at
+  // 64 every block walked all tokens in 256-byte pieces, a cache miss each: PERF.md, 14).
+  constexpr int kBlock = 256;
   const int num_blocks = (C + kBlock - 1) / kBlock;
   // This micro-batch's sum is formed apart, then added: accumulation across calls is then
   // one rounding per call, as for the other parameters.
