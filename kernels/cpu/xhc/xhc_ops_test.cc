@@ -22,6 +22,7 @@ namespace {
 
 using testing::ParamStore;
 using testing::RandomVector;
+using testing::WindowViews;
 
 struct RefImpl {
   template <typename... A> static absl::Status Pre(A... a) { return ref::XhcPre(a...); }
@@ -437,18 +438,6 @@ std::vector<XhcConfig> FlashWindowConfigs(int w, int N, int k, int m, std::vecto
     cfgs.push_back(c);
   }
   return cfgs;
-}
-
-template <typename R>
-std::vector<XhcParamsT<R>> WindowViews(std::vector<ParamStore<R>>& params) {
-  std::vector<XhcParamsT<R>> v;
-  for (auto& p : params) v.push_back(p.View());
-  for (auto& p : params) {
-    v[0].window_pre_weight.push_back(p.Ptr("pre.weight"));
-    v[0].window_pre_bias.push_back(p.Ptr("pre.bias"));
-    v[0].window_pre_alpha.push_back(p.Ptr("pre.alpha"));
-  }
-  return v;
 }
 
 template <typename R>

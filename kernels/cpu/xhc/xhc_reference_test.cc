@@ -176,16 +176,7 @@ struct WindowProblem {
     G = RandomVector<double>(n() * d0.D(), rng);
   }
 
-  std::vector<XhcParamsT<double>> Views() {
-    std::vector<XhcParamsT<double>> v;
-    for (auto& p : params) v.push_back(p.View());
-    for (auto& p : params) {
-      v[0].window_pre_weight.push_back(p.Ptr("pre.weight"));
-      v[0].window_pre_bias.push_back(p.Ptr("pre.bias"));
-      v[0].window_pre_alpha.push_back(p.Ptr("pre.alpha"));
-    }
-    return v;
-  }
+  std::vector<XhcParamsT<double>> Views() { return testing::WindowViews(params); }
 
   // Forward over the window from x0; returns the state after it and fills the caches.
   std::vector<double> Forward(const std::vector<double>& x0,

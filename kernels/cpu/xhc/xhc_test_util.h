@@ -124,6 +124,20 @@ struct ParamStore {
   }
 };
 
+// Parameter views of the sublayers of one xhc_flash window, in order; the entry's view also
+// lists every sublayer's pre.* (spec 4.5: the entry projects all the window's read maps).
+template <typename R>
+std::vector<XhcParamsT<R>> WindowViews(std::vector<ParamStore<R>>& params) {
+  std::vector<XhcParamsT<R>> v;
+  for (auto& p : params) v.push_back(p.View());
+  for (auto& p : params) {
+    v[0].window_pre_weight.push_back(p.Ptr("pre.weight"));
+    v[0].window_pre_bias.push_back(p.Ptr("pre.bias"));
+    v[0].window_pre_alpha.push_back(p.Ptr("pre.alpha"));
+  }
+  return v;
+}
+
 template <typename R>
 std::vector<R> RandomVector(size_t n, std::mt19937_64& rng, double scale = 1.0) {
   std::normal_distribution<double> nd(0.0, scale);
