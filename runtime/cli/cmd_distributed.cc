@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "runtime/controller/controller.h"
 #include "runtime/controller/controller_service.h"
+#include "runtime/launch/launch_env.h"
 #include "runtime/launch/launcher.h"
 #include "runtime/worker/rpc_util.h"
 #include "runtime/worker/worker.h"
@@ -54,22 +55,63 @@ absl::Status Launch(const std::vector<std::string>& args) {
   return absl::OkStatus();
 }
 
+// The controller address, rank hint and world size: flags, else the launcher's
+// environment (torchrun, Slurm). Says where they came from when no --controller was given,
+// so a Slurm or Kubernetes log shows what the worker understood.
+absl::StatusOr<worker::WorkerOptions> LaunchedWorkerOptions(const Flags& flags) {
+  launch::LaunchFlags lf;
+  lf.controller = flags.Get("controller");
+  lf.controller_port = flags.Get("controller-port");
+  ASSIGN_OR_RETURN(int64_t hint, flags.GetInt("rank-hint", -1));
+  ASSIGN_OR_RETURN(int64_t world, flags.GetInt("world-size", 0));
+  lf.rank_hint = static_cast<int>(hint);
+  lf.world_size = static_cast<int>(world);
+  ASSIGN_OR_RETURN(launch::WorkerLaunch where,
+                   launch::ResolveWorkerLaunch(lf, launch::ProcessEnv()));
+  worker::WorkerOptions o;
+  o.controller = where.controller;
+  o.rank_hint = where.rank_hint;
+  o.world_size = where.world_size;
+  o.world_from = where.world_from;
+  if (where.controller_from != "--controller") {
+    std::string line = absl::StrCat("xhc worker: controller ", o.controller, " (from ",
+                                    where.controller_from, ")");
+    if (o.rank_hint >= 0) {
+      absl::StrAppend(&line, ", rank hint ", o.rank_hint, " (", where.rank_from, ")");
+    }
+    if (o.world_size > 0) {
+      absl::StrAppend(&line, ", world ", o.world_size, " (", where.world_from, ")");
+    }
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  return o;
+}
+
 absl::Status Worker(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(
       Flags flags,
-      ParseFlagsOrHelp("worker", "--controller HOST:PORT (--token-file F | $XHC_JOB_TOKEN) ...",
-                       args,
-                       {{"controller", "controller address", false, true},
-                        {"token-file", "file holding the job token"},
-                        {"device", "cpu or cuda:N (default cpu)"},
-                        {"advertise-address", "data-plane address peers connect to"},
-                        {"config", "refuse a job whose model config differs from this one"},
-                        {"rank-hint", "preferred rank"},
-                        {"tls-ca", "CA certificate (PEM) to verify the controller"},
-                        {"tls-cert", "client certificate (PEM) for mutual TLS"},
-                        {"tls-key", "client key (PEM)"}}));
-  worker::WorkerOptions o;
-  o.controller = flags.Get("controller");
+      ParseFlagsOrHelp(
+          "worker",
+          "[--controller HOST:PORT] (--token-file F | $XHC_JOB_TOKEN) ...\n"
+          "Without --controller, the address comes from XHC_CONTROLLER, torchrun's MASTER_ADDR "
+          "+ MASTER_PORT, or the first node of a Slurm allocation; rank and world from "
+          "RANK / WORLD_SIZE or SLURM_PROCID / SLURM_NTASKS (runtime/launch/launch_env.h)",
+          args,
+          {{"controller", "controller address (default: from the launcher's environment)"},
+           {"controller-port", "port on the Slurm allocation's first node (default "
+                               "$XHC_CONTROLLER_PORT, else 7070)"},
+           {"token-file", "file holding the job token"},
+           {"device", "cpu or cuda:N (default cpu)"},
+           {"advertise-address", "data-plane address peers connect to"},
+           {"config", "refuse a job whose model config differs from this one"},
+           {"rank-hint", "preferred rank (default $RANK, else $SLURM_PROCID)"},
+           {"world-size", "refuse a job of another size (default $WORLD_SIZE, else "
+                          "$SLURM_NTASKS)"},
+           {"tls-ca", "CA certificate (PEM) to verify the controller"},
+           {"tls-cert", "client certificate (PEM) for mutual TLS"},
+           {"tls-key", "client key (PEM)"}}));
+  ASSIGN_OR_RETURN(worker::WorkerOptions o, LaunchedWorkerOptions(flags));
   if (flags.Has("token-file")) {
     ASSIGN_OR_RETURN(o.token, worker::ReadTokenFile(flags.Get("token-file")));
   } else if (const char* t = std::getenv("XHC_JOB_TOKEN"); t != nullptr) {
@@ -82,8 +124,6 @@ absl::Status Worker(const std::vector<std::string>& args) {
   }
   o.advertise_address = flags.Get("advertise-address", "127.0.0.1");
   o.config_path = flags.Get("config");
-  ASSIGN_OR_RETURN(int64_t hint, flags.GetInt("rank-hint", -1));
-  o.rank_hint = static_cast<int>(hint);
   o.tls = {flags.Get("tls-ca"), flags.Get("tls-cert"), flags.Get("tls-key")};
   return worker::RunWorker(o);
 }

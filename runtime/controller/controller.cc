@@ -62,6 +62,12 @@ absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::Regist
         "worker ", req.worker_id(), " was started with a config whose model hash ",
         req.config_hash(), " differs from the job's ", config_hash_));
   }
+  if (req.world_size() > 0 && req.world_size() != options_.workers) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", req.worker_id(), " was started as one of ", req.world_size(),
+        " workers, but this job has ", options_.workers,
+        " (the launcher's task count must equal the controller's --workers)"));
+  }
   int rank = -1;
   const int hint = req.rank_hint();
   if (hint >= 0 && hint < options_.workers && !workers_[hint].registered) rank = hint;

@@ -296,6 +296,33 @@ TEST(ControllerTest, RejectsReportsFromUnknownRanksOrWithoutAResult) {
   EXPECT_TRUE(absl::IsInvalidArgument(ctl->Report(r)));
 }
 
+// A worker whose launcher (Slurm's task count, torchrun's WORLD_SIZE) started a job of
+// another size is refused before it takes a rank; one of the right size, or one that does
+// not know, is accepted.
+TEST(ControllerTest, RefusesAWorkerStartedForAnotherWorldSize) {
+  std::unique_ptr<Controller> ctl = MakeController(TestConfig(1, 0), RunDir("controller_world"));
+  ASSERT_NE(ctl, nullptr);
+  proto::RegisterRequest req;
+  req.set_worker_id("w-three");
+  req.set_rank_hint(-1);
+  req.set_world_size(3);
+  absl::StatusOr<proto::RegisterResponse> r = ctl->Register(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("worker w-three was started as one of 3 workers, but "
+                                      "this job has 2"),
+            std::string::npos)
+      << r.status();
+  req.set_world_size(kWorkers);
+  r = ctl->Register(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rank(), 0);  // the refused worker did not take rank 0
+  req.set_world_size(0);
+  r = ctl->Register(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rank(), 1);
+}
+
 // Rank 1 dies in step 3 (after the checkpoint of step 2): the controller aborts the
 // generation, asks for a replacement, resumes every rank from step 2 in generation 1, and
 // finishes with the same losses as a run without the failure.

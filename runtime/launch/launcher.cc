@@ -60,14 +60,17 @@ void Pump(int fd, int index, std::shared_ptr<LastLine> last) {
   std::fclose(in);
 }
 
-absl::StatusOr<Child> SpawnWorker(int index, int port, const std::string& token_file,
-                                  int threads) {
+absl::StatusOr<Child> SpawnWorker(int index, int world_size, int port,
+                                  const std::string& token_file, int threads) {
   // Everything the child needs is prepared before fork: after it, only exec-safe calls.
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   SpawnSpec spec;
   spec.argv = {"/proc/self/exe", "worker", "--controller", absl::StrCat("127.0.0.1:", port),
-               "--token-file", token_file, "--rank-hint", absl::StrCat(index)};
+               "--token-file", token_file, "--rank-hint", absl::StrCat(index),
+               // Explicit, so torchrun or Slurm variables around `xhc launch` (say, inside
+               // an salloc) never reach the children's world size.
+               "--world-size", absl::StrCat(world_size)};
   // Workers share the machine's cores: give each its share of OpenMP threads (an explicit
   // OMP_NUM_THREADS from the user wins).
   if (std::getenv("OMP_NUM_THREADS") == nullptr) {
@@ -155,7 +158,7 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   std::vector<Child> children;
   std::mutex children_mu;
   for (int i = 0; i < copts.workers; ++i) {
-    absl::StatusOr<Child> c = SpawnWorker(i, server->port(), token_file, threads);
+    absl::StatusOr<Child> c = SpawnWorker(i, copts.workers, server->port(), token_file, threads);
     if (!c.ok()) {
       ctl->Stop();
       Reap(children, 1);
@@ -175,7 +178,7 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
       waitpid(old.pid, &wstatus, 0);
     }
     if (old.pump.joinable()) old.pump.join();
-    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, port, token_file, threads));
+    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, copts.workers, port, token_file, threads));
     children[rank] = std::move(fresh);
     return absl::OkStatus();
   });

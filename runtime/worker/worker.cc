@@ -40,6 +40,7 @@ absl::StatusOr<proto::RegisterResponse> RegisterWithRetry(proto::Controller::Stu
   req.set_config_hash(config_hash);
   req.set_pid(::getpid());
   req.set_rank_hint(o.rank_hint);
+  req.set_world_size(o.world_size);
   const absl::Time deadline = absl::Now() + absl::Seconds(o.connect_timeout_s);
   while (true) {
     grpc::ClientContext ctx;
@@ -48,7 +49,11 @@ absl::StatusOr<proto::RegisterResponse> RegisterWithRetry(proto::Controller::Stu
     grpc::Status s = stub->Register(&ctx, req, &resp);
     if (s.ok()) return resp;
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() > deadline) {
-      return FromGrpc(s, absl::StrCat("register with controller ", o.controller));
+      std::string what = absl::StrCat("register with controller ", o.controller);
+      if (o.world_size > 0) {
+        absl::StrAppend(&what, " (world size ", o.world_size, " from ", o.world_from, ")");
+      }
+      return FromGrpc(s, what);
     }
     absl::SleepFor(absl::Milliseconds(200));
   }

@@ -20,6 +20,8 @@ struct WorkerOptions {
   std::string advertise_address = "127.0.0.1";  // data-plane address peers connect to
   std::string config_path;          // optional: refuse a job whose model config differs
   int rank_hint = -1;
+  int world_size = 0;               // the launcher's worker count; 0 = not known
+  std::string world_from;           // where world_size came from, for the refusal message
   double connect_timeout_s = 60;    // how long to keep trying to reach the controller
   ClientTls tls;
 };
