@@ -11,6 +11,8 @@ PACKAGES=(
   libgloo-dev libopenblas-dev nlohmann-json3-dev libxxhash-dev
   fortunes                 # default training corpus (real English text)
   iproute2                 # network-namespace test of a worker on a second address
+  slurm-wlm                # tests/launch: a one-node Slurm cluster (auth/none) runs examples/slurm/xhc.sbatch
+  hostname                 # xhc.sbatch: `hostname -I` for each worker's data-plane address
 )
 
 missing=()
