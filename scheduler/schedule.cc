@@ -15,6 +15,14 @@ namespace {
 constexpr int kMaxRanks = 1024;
 constexpr int kMaxMicrobatches = 1 << 16;
 
+// Types whose rank r holds stages r, r+R, ..., r+(V-1)R (V = num_chunks).
+bool IsLooped(const std::string& type) {
+  return type == "interleaved1f1b" || type == "interleaved_zb" || type == "looped_bfs";
+}
+
+// Types with 2R stages in a V: rank r holds stages r and 2R-1-r.
+bool IsVShaped(const std::string& type) { return type == "dualpipev" || type == "zbv"; }
+
 absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
   const int R = req.num_ranks, M = req.num_microbatches, V = req.num_chunks;
   if (R < 1 || R > kMaxRanks) {
@@ -25,9 +33,10 @@ absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
         absl::StrCat("micro-batches must be in [1, ", kMaxMicrobatches, "], got ", M));
   }
   if (V < 1) return absl::InvalidArgumentError(absl::StrCat("chunks must be >= 1, got ", V));
-  if (type != "interleaved1f1b" && V != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("only interleaved1f1b takes chunks > 1; ", type, " got ", V));
+  if (!IsLooped(type) && V != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "only interleaved1f1b, interleaved_zb and looped_bfs take chunks > 1; ", type, " got ",
+        V));
   }
   if (type == "interleaved1f1b" && M % R != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -48,21 +57,27 @@ absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
     return absl::InvalidArgumentError(
         absl::StrCat("dualpipev needs micro-batches >= 2*ranks (", 2 * R, "), got ", M));
   }
+  // PyTorch's flexible rounds: max(1, M / R) rounds of equal size.
+  const int num_rounds = std::max(1, M / R);
+  if (type == "interleaved_zb" && M % num_rounds != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "interleaved_zb needs micro-batches divisible by the number of rounds max(1, "
+        "micro-batches / ranks) = ", num_rounds, "; got ", M, " micro-batches for ", R,
+        " ranks"));
+  }
   return absl::OkStatus();
 }
 
 // Fills num_stages, stage_mb_rank and rank_stages for a built-in type.
 void SetLayout(Schedule& s) {
   const int R = s.num_ranks, M = s.num_microbatches;
-  s.num_stages = s.type == "interleaved1f1b" ? R * s.num_chunks
-                 : s.type == "dualpipev"     ? 2 * R
-                                             : R;
+  s.num_stages = IsLooped(s.type) ? R * s.num_chunks : IsVShaped(s.type) ? 2 * R : R;
   s.stage_mb_rank.assign(s.num_stages, std::vector<int>(M, 0));
   for (int st = 0; st < s.num_stages; ++st) {
     for (int j = 0; j < M; ++j) {
-      int rank = st % R;  // gpipe, 1f1b, zb1p, interleaved1f1b
+      int rank = st % R;  // gpipe, 1f1b, zb1p and the looped types
       if (s.type == "dualpipe" && j >= M / 2) rank = R - 1 - st;
-      if (s.type == "dualpipev" && st >= R) rank = 2 * R - 1 - st;
+      if (IsVShaped(s.type) && st >= R) rank = 2 * R - 1 - st;
       s.stage_mb_rank[st][j] = rank;
     }
   }
@@ -132,15 +147,29 @@ std::vector<Action> SendsFor(const Schedule& s, int rank, const Action& a) {
 }  // namespace
 
 absl::StatusOr<std::string> CanonicalType(const std::string& type) {
+  // Case, '-' and '_' do not matter; PyTorch's class names (ScheduleZBVZeroBubble minus
+  // "Schedule") are accepted too.
+  static const std::map<std::string, std::string> kSpellings = {
+      {"gpipe", "gpipe"},
+      {"1f1b", "1f1b"},
+      {"interleaved1f1b", "interleaved1f1b"},
+      {"zb1p", "zb1p"},
+      {"dualpipe", "dualpipe"},
+      {"dualpipev", "dualpipev"},
+      {"zbv", "zbv"},
+      {"zbvzerobubble", "zbv"},
+      {"interleavedzb", "interleaved_zb"},
+      {"interleavedzerobubble", "interleaved_zb"},
+      {"loopedbfs", "looped_bfs"},
+  };
   std::string t = absl::AsciiStrToLower(type);
   t = absl::StrReplaceAll(t, {{"-", ""}, {"_", ""}});
-  if (t == "gpipe" || t == "1f1b" || t == "interleaved1f1b" || t == "zb1p" ||
-      t == "dualpipe" || t == "dualpipev") {
-    return t;
-  }
+  auto it = kSpellings.find(t);
+  if (it != kSpellings.end()) return it->second;
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown schedule type '", type,
-      "'; known: gpipe, 1f1b, interleaved1f1b, zb1p, dualpipe, dualpipev"));
+      "'; known: gpipe, 1f1b, interleaved1f1b, zb1p, dualpipe, dualpipev, zbv, interleaved_zb, "
+      "looped_bfs"));
 }
 
 std::vector<int> Schedule::StageToRanks(int stage_idx) const {
@@ -214,6 +243,11 @@ absl::StatusOr<Schedule> BuildSchedule(const ScheduleRequest& request) {
   if (s.type == "zb1p") s.rank_actions = internal::BuildZB1P(R, M);
   if (s.type == "dualpipe") s.rank_actions = internal::BuildDualPipe(R, M);
   if (s.type == "dualpipev") s.rank_actions = internal::BuildDualPipeV(R, M);
+  if (s.type == "zbv") s.rank_actions = internal::BuildZBV(R, M);
+  if (s.type == "interleaved_zb") {
+    s.rank_actions = internal::BuildInterleavedZB(R, M, s.num_chunks);
+  }
+  if (s.type == "looped_bfs") s.rank_actions = internal::BuildLoopedBFS(R, M, s.num_chunks);
   return s;
 }
 
