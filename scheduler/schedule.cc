@@ -48,12 +48,12 @@ absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
       return absl::InvalidArgumentError(
           absl::StrCat("dualpipe needs an even number of ranks, got ", R));
     }
-    if (M % 2 != 0 || M < 2 * R) {
+    if (M % 2 != 0 || M < MinMicrobatches(type, R)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "dualpipe needs an even number of micro-batches >= 2*ranks (", 2 * R, "), got ", M));
     }
   }
-  if (type == "dualpipev" && M < 2 * R) {
+  if (type == "dualpipev" && M < MinMicrobatches(type, R)) {
     return absl::InvalidArgumentError(
         absl::StrCat("dualpipev needs micro-batches >= 2*ranks (", 2 * R, "), got ", M));
   }
@@ -170,6 +170,10 @@ absl::StatusOr<std::string> CanonicalType(const std::string& type) {
       "unknown schedule type '", type,
       "'; known: gpipe, 1f1b, interleaved1f1b, zb1p, dualpipe, dualpipev, zbv, interleaved_zb, "
       "looped_bfs"));
+}
+
+int MinMicrobatches(const std::string& type, int num_ranks) {
+  return type == "dualpipe" || type == "dualpipev" ? 2 * num_ranks : 1;
 }
 
 std::vector<int> Schedule::StageToRanks(int stage_idx) const {

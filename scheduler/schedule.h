@@ -42,6 +42,11 @@ struct ScheduleRequest {
 // kInvalidArgument listing the known types.
 absl::StatusOr<std::string> CanonicalType(const std::string& type);
 
+// The fewest micro-batches `type` (canonical) runs on `num_ranks` ranks: 2R for dualpipe and
+// dualpipev (their phases need both directions in flight), 1 otherwise. Other restrictions
+// (divisibility, even counts) are reported by BuildSchedule.
+int MinMicrobatches(const std::string& type, int num_ranks);
+
 struct Schedule {
   std::string type;
   int num_ranks = 0;

@@ -115,5 +115,13 @@ TEST(Config, ModelYamlRoundTripsAndHashes) {
   EXPECT_NE(ModelConfigHash(other), ModelConfigHash(c->model));
 }
 
+TEST(Config, ScheduleCsvExcludesABuiltInSchedule) {
+  absl::StatusOr<Config> c = ParseConfig("pipeline: {schedule_csv: /tmp/s.csv, workers: 2}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->pipeline.schedule_csv, "/tmp/s.csv");
+  ExpectRejected("pipeline: {schedule_csv: s.csv, schedule: zbv}\n", "pipeline.schedule_csv");
+  ExpectRejected("pipeline: {schedule_csv: s.csv, chunks: 2}\n", "pipeline.schedule_csv");
+}
+
 }  // namespace
 }  // namespace xhc
