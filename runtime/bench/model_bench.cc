@@ -27,7 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/nn/matmul.h"
 #include "runtime/common/config.h"
-#include "runtime/common/process_env.h"
+#include "base/process_env.h"
 #include "runtime/data/sampler.h"
 #include "runtime/model/stage.h"
 #include "runtime/train/optimizer.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/strip.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/manifest_json.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace xhc {
 namespace fs = std::filesystem;
