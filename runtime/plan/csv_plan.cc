@@ -1,7 +1,7 @@
 // MakePlanFromCsv: a job plan from a PyTorch-format schedule CSV, refused before any worker
 // starts unless the validator accepts it for this job.
 #include "absl/strings/str_cat.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/plan/plan.h"
 #include "scheduler/torch_csv.h"
 #include "scheduler/validator.h"
