@@ -193,6 +193,7 @@ int Main(const Options& o) {
 
 int main(int argc, char** argv) {
   xhc::MaybeReexecWithTunedEnv(argv);
+  xhc::KeepFreedMemoryInProcess();
   xhc::Options o;
   // Flags come in pairs; a lone one (--help included) gets the usage, not a silent default run.
   if (argc % 2 == 0) {
