@@ -149,5 +149,23 @@ TEST(Safetensors, RejectsGarbageHeader) {
   EXPECT_EQ(DecodeSafetensors(good, "x").status().code(), absl::StatusCode::kDataLoss);
 }
 
+// Regression (latest_fuzzer, corpus crash-step-beyond-int64): std::stoll threw out_of_range
+// on a LATEST naming a step beyond int64, an uncaught exception that ended the process.
+TEST_F(CheckpointTest, LatestBeyondInt64IsNamedNotThrown) {
+  WriteStep(1);
+  std::ofstream(root_ + "/LATEST") << "step-" << std::string(90, '5') << "\n";
+  absl::StatusOr<std::string> latest = LatestStepDir(root_);
+  ASSERT_FALSE(latest.ok());
+  EXPECT_TRUE(absl::IsDataLoss(latest.status())) << latest.status();
+  EXPECT_NE(latest.status().message().find(root_ + "/LATEST: 'step-555"), std::string::npos)
+      << latest.status();
+  EXPECT_EQ(StepOfDirName("step-" + std::string(90, '5')), -1);
+  EXPECT_EQ(StepOfDirName("step-9223372036854775807"), INT64_MAX);
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> loaded = LoadNewestValid(root_, &warnings);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->manifest.step, 1);
+}
+
 }  // namespace
 }  // namespace xhc
