@@ -5,7 +5,9 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "absl/strings/str_replace.h"
 #include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/manifest_json.h"
 
 namespace xhc {
 namespace fs = std::filesystem;
@@ -165,6 +167,35 @@ TEST_F(CheckpointTest, LatestBeyondInt64IsNamedNotThrown) {
   absl::StatusOr<LoadedCheckpoint> loaded = LoadNewestValid(root_, &warnings);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->manifest.step, 1);
+}
+
+// A manifest from elsewhere must not send the loader outside the step directory, and its
+// numbers must be possible; each refusal is kDataLoss naming the manifest and the field.
+TEST_F(CheckpointTest, HostileManifestFieldsAreRefused) {
+  const std::string good = R"({"format_version": 1, "step": 3, "config_yaml": "", "sampler":
+      {"step": 3}, "rng": {}, "shards": [{"file": "FILE", "bytes": BYTES, "xxhash64": "HASH",
+      "tensors": []}]})";
+  auto make = [&](const std::string& file, const std::string& bytes, const std::string& hash) {
+    return absl::StrReplaceAll(good, {{"FILE", file}, {"BYTES", bytes}, {"HASH", hash}});
+  };
+  ASSERT_TRUE(DecodeManifest(make("chunk-0.safetensors", "8", "0123456789abcdef"), "m").ok());
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {make("../../../etc/passwd", "8", "0123456789abcdef"), "is not a plain file name"},
+      {make("/etc/passwd", "8", "0123456789abcdef"), "is not a plain file name"},
+      {make("..", "8", "0123456789abcdef"), "is not a plain file name"},
+      {make("", "8", "0123456789abcdef"), "is not a plain file name"},
+      {make("a.safetensors", "-1", "0123456789abcdef"), "negative bytes"},
+      {make("a.safetensors", "8", "../x"), "is not 16 lowercase hex digits"},
+      {absl::StrReplaceAll(make("a", "8", "0123456789abcdef"), {{"\"step\": 3", "\"step\": -3"}}),
+       "negative step"},
+  };
+  for (const auto& [text, why] : bad) {
+    absl::StatusOr<Manifest> m = DecodeManifest(text, "dir/MANIFEST.json");
+    ASSERT_FALSE(m.ok()) << text;
+    EXPECT_TRUE(absl::IsDataLoss(m.status())) << m.status();
+    EXPECT_NE(m.status().message().find("dir/MANIFEST.json: "), std::string::npos);
+    EXPECT_NE(m.status().message().find(why), std::string::npos) << m.status();
+  }
 }
 
 }  // namespace

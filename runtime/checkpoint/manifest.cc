@@ -41,12 +41,27 @@ absl::StatusOr<Manifest> DecodeManifest(const std::string& text, const std::stri
     m.sampler_step = j.at("sampler").at("step").get<int64_t>();
     m.rng = j.at("rng").get<std::map<std::string, std::string>>();
     m.layout = j.value("layout", "");
+    if (m.step < 0 || m.sampler_step < 0) return corrupt("negative step");
+    if (!j.at("shards").is_array()) return corrupt("shards is not a list");
     for (const auto& s : j.at("shards")) {
       ShardRecord r;
       r.file = s.at("file").get<std::string>();
       r.bytes = s.at("bytes").get<int64_t>();
       r.xxhash64 = s.at("xxhash64").get<std::string>();
       r.tensors = s.at("tensors").get<std::vector<std::string>>();
+      // The file is joined to the step directory and read: a manifest from elsewhere must
+      // not point the loader at "../../x" or "/etc/passwd".
+      if (r.file.empty() || r.file == "." || r.file == ".." ||
+          r.file.find_first_of(std::string("/\\\0", 3)) != std::string::npos) {
+        return corrupt(absl::StrCat("shard file '", r.file,
+                                    "' is not a plain file name in the step directory"));
+      }
+      if (r.bytes < 0) return corrupt(absl::StrCat("shard ", r.file, ": negative bytes"));
+      if (r.xxhash64.size() != 16 ||
+          r.xxhash64.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return corrupt(absl::StrCat("shard ", r.file, ": xxhash64 '", r.xxhash64,
+                                    "' is not 16 lowercase hex digits"));
+      }
       m.shards.push_back(std::move(r));
     }
     if (m.shards.empty()) return corrupt("lists no shards");
