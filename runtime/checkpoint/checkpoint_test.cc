@@ -184,10 +184,16 @@ TEST_F(CheckpointTest, HostileManifestFieldsAreRefused) {
       {make("/etc/passwd", "8", "0123456789abcdef"), "is not a plain file name"},
       {make("..", "8", "0123456789abcdef"), "is not a plain file name"},
       {make("", "8", "0123456789abcdef"), "is not a plain file name"},
-      {make("a.safetensors", "-1", "0123456789abcdef"), "negative bytes"},
+      {make("a.safetensors", "-1", "0123456789abcdef"), "bytes -1 is not an integer in [0, 2^63)"},
+      // Regression (manifest_fuzzer, corpus crash-step-is-huge-float): get<int64_t>() of
+      // 1.2e59 was an undefined float-to-integer conversion.
+      {make("a.safetensors", "1.2e59", "0123456789abcdef"), "bytes 1.2e+59 is not an integer"},
+      {make("a.safetensors", "18446744073709551615", "0123456789abcdef"), "is not an integer"},
+      {absl::StrReplaceAll(make("a", "8", "0123456789abcdef"), {{"\"step\": 3,", "\"step\": 1e30,"}}),
+       "step 1e+30 is not an integer"},
       {make("a.safetensors", "8", "../x"), "is not 16 lowercase hex digits"},
-      {absl::StrReplaceAll(make("a", "8", "0123456789abcdef"), {{"\"step\": 3", "\"step\": -3"}}),
-       "negative step"},
+      {absl::StrReplaceAll(make("a", "8", "0123456789abcdef"), {{"\"step\": 3,", "\"step\": -3,"}}),
+       "step -3 is not an integer in [0, 2^63)"},
   };
   for (const auto& [text, why] : bad) {
     absl::StatusOr<Manifest> m = DecodeManifest(text, "dir/MANIFEST.json");
