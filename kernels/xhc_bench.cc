@@ -27,7 +27,7 @@
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/xhc_bench_variants.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
-#include "runtime/common/process_env.h"
+#include "base/process_env.h"
 #include "third_party/openblas_cblas.h"
 
 namespace xhc::kernels {
@@ -300,7 +300,7 @@ int Main(bool json, bool run_reference) {
 }  // namespace xhc::kernels
 
 // Same environment as the xhc binary (OPENBLAS_CORETYPE for this CPU, passive OpenMP
-// waits; see runtime/common/process_env.h). The JSON reports the core type used.
+// waits; see base/process_env.h). The JSON reports the core type used.
 int main(int argc, char** argv) {
   xhc::MaybeReexecWithTunedEnv(argv);
   bool json = false, run_reference = true;  // --no_reference: quick runs while tuning

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "scheduler/analytic.h"
 #include "scheduler/exporters.h"
 #include "scheduler/grid.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "scheduler/grid.h"
 #include "scheduler/simulator.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace xhc::scheduler {
 namespace {

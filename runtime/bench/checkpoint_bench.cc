@@ -16,7 +16,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/config.h"
-#include "runtime/common/process_env.h"
+#include "base/process_env.h"
 #include "runtime/model/params.h"
 #include "runtime/train/model_io.h"
 

@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/manifest_json.h"
 #include "runtime/checkpoint/step_names.h"
-#include "runtime/common/status_macros.h"
 
 namespace xhc {
 namespace fs = std::filesystem;

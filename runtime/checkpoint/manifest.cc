@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/manifest_json.h"
 

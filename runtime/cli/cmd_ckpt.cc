@@ -6,7 +6,7 @@
 #include "runtime/cli/cli_util.h"
 #include "runtime/cli/commands.h"
 #include "runtime/common/config.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace xhc::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include "proto/xhc.grpc.pb.h"
 #include "runtime/cli/cli_util.h"
 #include "runtime/cli/commands.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/controller/controller.h"
 #include "runtime/controller/controller_service.h"
 #include "runtime/launch/launcher.h"

@@ -9,7 +9,7 @@
 #include "runtime/cli/cli_util.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/model_loader.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/sampler.h"
 #include "runtime/model/stage.h"

@@ -2,11 +2,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/hash.h"
 #include "runtime/cli/cli_util.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/model_loader.h"
-#include "runtime/common/status_macros.h"
-#include "runtime/data/sampler.h"
+#include "base/status_macros.h"
 #include "runtime/model/stage.h"
 
 namespace xhc::cli {

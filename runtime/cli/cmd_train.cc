@@ -4,7 +4,7 @@
 #include "runtime/cli/cli_util.h"
 #include "runtime/cli/commands.h"
 #include "runtime/common/config.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/train/trainer.h"
 
 namespace xhc::cli {

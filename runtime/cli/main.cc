@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/cli/commands.h"
-#include "runtime/common/process_env.h"
+#include "base/process_env.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/cli/cli_util.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/train/model_io.h"
 
 namespace xhc::cli {

@@ -4,7 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/common/config.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 // Cross-field checks of the model block (model-spec.md section 1), kept apart from parsing.
 namespace xhc {

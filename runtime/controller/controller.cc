@@ -1,3 +1,4 @@
+#include "base/hash.h"
 #include "runtime/controller/controller.h"
 
 #include <unistd.h>
@@ -11,8 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/log.h"
-#include "runtime/common/status_macros.h"
-#include "runtime/data/sampler.h"
+#include "base/status_macros.h"
 
 namespace xhc::controller {
 namespace fs = std::filesystem;

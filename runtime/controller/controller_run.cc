@@ -10,10 +10,10 @@
 #include "absl/strings/str_join.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/log.h"
-#include "runtime/common/status_macros.h"
+#include "base/exact_format.h"
+#include "base/status_macros.h"
 #include "runtime/controller/controller.h"
 #include "runtime/controller/trace_writer.h"
-#include "runtime/train/trainer.h"
 
 namespace xhc::controller {
 namespace fs = std::filesystem;
@@ -77,7 +77,7 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
       "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6g, \"step_s\": %.4f, "
       "\"tokens_per_s\": %.1f, \"microbatch_losses\": [%s], \"exposed_comm\": [%s], "
       "\"bubble\": [%s], \"peak_rss_mb\": [%s]%s}\n",
-      step + 1, loss, reports[0].step_result().grad_norm(), step_s, tokens / step_s, train::ExactList(losses),
+      step + 1, loss, reports[0].step_result().grad_norm(), step_s, tokens / step_s, ExactList(losses),
       absl::StrJoin(exposed, ", "), absl::StrJoin(bubble, ", "),
       absl::StrJoin(rss_mb, ", "),
       val.empty() ? "" : absl::StrFormat(", \"val_loss\": %.6f", val_loss));

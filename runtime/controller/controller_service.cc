@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/checkpoint/file_io.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace xhc::controller {
 namespace {

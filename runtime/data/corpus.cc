@@ -13,7 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace xhc {
 namespace {

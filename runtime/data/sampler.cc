@@ -1,13 +1,8 @@
 #include "runtime/data/sampler.h"
 
-namespace xhc {
+#include "base/hash.h"
 
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+namespace xhc {
 
 BatchSampler::BatchSampler(const std::vector<uint8_t>* data, uint64_t seed, int batch,
                            int seq_len)

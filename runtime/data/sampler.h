@@ -42,9 +42,6 @@ class BatchSampler {
 // Rows of an evaluation file (model-spec section 8): the first B·(T+1) bytes as B rows.
 TokenBatch FirstRows(const std::vector<uint8_t>& bytes, int batch, int seq_len);
 
-// SplitMix64: a fast, well-mixed, portable 64-bit hash.
-uint64_t Mix64(uint64_t x);
-
 }  // namespace xhc
 
 #endif  // XHC_RUNTIME_DATA_SAMPLER_H_

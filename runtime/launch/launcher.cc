@@ -6,7 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <atomic>
@@ -18,7 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/common/log.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
+#include "base/subprocess.h"
 #include "runtime/controller/controller.h"
 #include "runtime/controller/controller_service.h"
 #include "runtime/train/trainer.h"
@@ -59,29 +63,25 @@ void Pump(int fd, int index, std::shared_ptr<LastLine> last) {
 absl::StatusOr<Child> SpawnWorker(int index, int port, const std::string& token_file,
                                   int threads) {
   // Everything the child needs is prepared before fork: after it, only exec-safe calls.
-  const std::string addr = absl::StrCat("127.0.0.1:", port), hint = absl::StrCat(index);
-  const std::string threads_env = absl::StrCat(threads);
-  const char* threads_str = threads_env.c_str();
   int fds[2];
-  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    close(fds[0]);
-    close(fds[1]);
-    // Workers share the machine's cores: give each its share of OpenMP threads (an explicit
-    // OMP_NUM_THREADS from the user wins).
-    setenv("OMP_NUM_THREADS", threads_str, 0);
-    execl("/proc/self/exe", "xhc", "worker", "--controller", addr.c_str(), "--token-file",
-          token_file.c_str(), "--rank-hint", hint.c_str(), static_cast<char*>(nullptr));
-    std::perror("exec xhc worker");
-    _exit(127);
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+  SpawnSpec spec;
+  spec.argv = {"/proc/self/exe", "worker", "--controller", absl::StrCat("127.0.0.1:", port),
+               "--token-file", token_file, "--rank-hint", absl::StrCat(index)};
+  // Workers share the machine's cores: give each its share of OpenMP threads (an explicit
+  // OMP_NUM_THREADS from the user wins).
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    spec.env = {{"OMP_NUM_THREADS", absl::StrCat(threads)}};
   }
+  spec.output_fd = fds[1];
+  absl::StatusOr<pid_t> pid = Spawn(spec);
   close(fds[1]);
+  if (!pid.ok()) {
+    close(fds[0]);
+    return pid.status();
+  }
   Child c;
-  c.pid = pid;
+  c.pid = *pid;
   c.out_fd = fds[0];
   c.pump = std::thread(Pump, fds[0], index, c.last);
   return c;
@@ -92,14 +92,11 @@ void Reap(std::vector<Child>& children, double grace_s) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
   for (Child& c : children) {
-    int status = 0;
-    while (c.pid > 0 && waitpid(c.pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(c.pid, SIGKILL);
-        waitpid(c.pid, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (c.pid > 0) {
+      const double left = std::chrono::duration<double>(deadline -
+                                                        std::chrono::steady_clock::now()).count();
+      WaitWithTimeout(c.pid, std::max(0.0, left));
+      c.pid = -1;
     }
     if (c.pump.joinable()) c.pump.join();
   }

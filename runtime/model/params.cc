@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
-#include "runtime/data/sampler.h"
+#include "base/hash.h"
 
 namespace xhc::model {
 namespace {

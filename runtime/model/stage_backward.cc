@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/stage.h"
 #include "runtime/model/stage_state.h"

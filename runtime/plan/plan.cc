@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "scheduler/action.h"
 
 namespace xhc::plan {

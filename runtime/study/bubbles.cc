@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "scheduler/analytic.h"
 #include "scheduler/schedule.h"
 

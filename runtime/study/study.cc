@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/config.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/study/runner.h"
 
 namespace xhc::study {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/common/config.h"
 #include "runtime/common/config_reader.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
 namespace xhc::study {

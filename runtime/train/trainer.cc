@@ -12,7 +12,8 @@
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/common/eta.h"
 #include "runtime/common/log.h"
-#include "runtime/common/status_macros.h"
+#include "base/exact_format.h"
+#include "base/status_macros.h"
 #include "runtime/data/sampler.h"
 #include "runtime/train/model_io.h"
 #include "runtime/train/optimizer.h"
@@ -53,19 +54,6 @@ absl::Status SaveCheckpoint(const Config& config, const std::string& out_dir, in
   m.layout = "single-process";
   return CommitCheckpoint(root, m, config.checkpoint.keep, files);
 }
-
-}  // namespace
-
-// Shortest exact decimal form: losses in metrics.jsonl can be compared bit for bit.
-std::string ExactList(const std::vector<double>& values) {
-  std::string out;
-  for (size_t i = 0; i < values.size(); ++i) {
-    absl::StrAppend(&out, i ? ", " : "", absl::StrFormat("%.17g", values[i]));
-  }
-  return out;
-}
-
-namespace {
 
 // Runs one optimizer step; returns the mean micro-batch loss.
 absl::StatusOr<double> TrainStep(const Config& config, const BatchSampler& sampler, int64_t step,

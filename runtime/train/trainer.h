@@ -45,9 +45,6 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
 absl::StatusOr<double> ValidationLoss(const Config& config, const Corpus& corpus,
                                       model::StageModel* model);
 
-// "1.2345678901234567, ..." with %.17g: exact, so losses can be compared bit for bit.
-std::string ExactList(const std::vector<double>& values);
-
 // Loads the corpus named by the config (with a minimum size suited to the model).
 absl::StatusOr<Corpus> LoadTrainingCorpus(const Config& config);
 

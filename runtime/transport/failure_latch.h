@@ -4,11 +4,11 @@
 // Records the first failure of a Transport so that every later call reports it (the
 // "first failure fails the transport" rule of transport.h). Thread-safe.
 
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 
 namespace xhc {
 
@@ -17,14 +17,14 @@ class FailureLatch {
   // Keeps `status` if it is the first failure.
   void Record(const absl::Status& status) {
     if (status.ok()) return;
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (first_.ok()) first_ = status;
   }
 
   // OK while healthy; otherwise the first failure's code with a message that says this call
   // was refused because of it.
   absl::Status Check(const std::string& what) const {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (first_.ok()) return first_;
     return absl::Status(
         first_.code(),
@@ -32,12 +32,12 @@ class FailureLatch {
   }
 
   bool failed() const {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return !first_.ok();
   }
 
  private:
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   absl::Status first_;
 };
 

@@ -1,17 +1,19 @@
 #include "runtime/transport/fake_transport.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
-#include "runtime/common/status_macros.h"
+#include "absl/time/time.h"
+#include "base/status_macros.h"
 
 namespace xhc {
 namespace fake_transport_internal {
@@ -46,21 +48,25 @@ struct World {
   explicit World(int n) : world_size(n), failure(n) {}
 
   const int world_size;
-  absl::Mutex mu;
+  // Every member below is guarded by mu. Waiters sleep on `changed`, which every WorldLock
+  // notifies when it releases mu (the re-check on every release that absl::Mutex::Await
+  // gave; std::mutex because Debian's Abseil is not built for ThreadSanitizer).
+  std::mutex mu;
+  std::condition_variable changed;
   // Unmatched operations by (sender, receiver, tag), oldest first.
   std::map<std::tuple<int, int, uint64_t>, std::deque<std::shared_ptr<Op>>> sends
-      ABSL_GUARDED_BY(mu);
+     ;
   std::map<std::tuple<int, int, uint64_t>, std::deque<std::shared_ptr<Op>>> recvs
-      ABSL_GUARDED_BY(mu);
-  std::vector<absl::Status> failure ABSL_GUARDED_BY(mu);  // per rank: first failure
-  std::map<int64_t, Round> rounds ABSL_GUARDED_BY(mu);
+     ;
+  std::vector<absl::Status> failure;  // per rank: first failure
+  std::map<int64_t, Round> rounds;
 
-  absl::Status Fail(int rank, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  absl::Status Fail(int rank, absl::Status status) {
     if (failure[rank].ok()) failure[rank] = status;
     return status;
   }
 
-  absl::Status Check(int rank, const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  absl::Status Check(int rank, const std::string& what) {
     if (failure[rank].ok()) return absl::OkStatus();
     return absl::Status(failure[rank].code(), absl::StrCat(what,
                                                            " refused: transport failed "
@@ -69,14 +75,14 @@ struct World {
   }
 
   // The first failed rank other than `self`, or -1.
-  int FailedPeer(int self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  int FailedPeer(int self) {
     for (int r = 0; r < world_size; ++r) {
       if (r != self && !failure[r].ok()) return r;
     }
     return -1;
   }
 
-  void Remove(const std::shared_ptr<Op>& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  void Remove(const std::shared_ptr<Op>& op) {
     auto& queues = op->is_send ? sends : recvs;
     auto key = op->is_send ? std::make_tuple(op->owner, op->peer, op->tag)
                            : std::make_tuple(op->peer, op->owner, op->tag);
@@ -88,13 +94,33 @@ struct World {
   }
 };
 
+// Holds World::mu; wakes every waiter when released, since the holder may have changed what
+// they wait for.
+class WorldLock {
+ public:
+  explicit WorldLock(World& w) : world_(w), lock_(w.mu) {}
+  ~WorldLock() {
+    lock_.unlock();
+    world_.changed.notify_all();
+  }
+  // Waits until `settled()` or `timeout` (finite); true if settled.
+  template <typename Pred>
+  bool Await(Pred settled, absl::Duration timeout) {
+    return world_.changed.wait_for(lock_, absl::ToChronoNanoseconds(timeout), settled);
+  }
+
+ private:
+  World& world_;
+  std::unique_lock<std::mutex> lock_;
+};
+
 class FakeRequest : public Request {
  public:
   FakeRequest(std::shared_ptr<World> world, std::shared_ptr<Op> op)
       : world_(std::move(world)), op_(std::move(op)) {}
 
   ~FakeRequest() override {
-    absl::MutexLock lock(&world_->mu);
+    WorldLock lock(*world_);
     if (op_->done && op_->status.ok()) return;
     world_->Remove(op_);  // so no later match writes into a freed buffer
     if (!op_->done) {
@@ -123,11 +149,11 @@ absl::Status FakeRequest::Wait(absl::Duration timeout) {
   World& w = *world_;
   Op& op = *op_;
   const std::string what = "waiting for " + op.Describe();
-  absl::MutexLock lock(&w.mu);
-  auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(w.mu) {
+  WorldLock lock(w);
+  auto settled = [&]() {
     return op.done || !w.failure[op.owner].ok() || !w.failure[op.peer].ok();
   };
-  const bool in_time = w.mu.AwaitWithTimeout(absl::Condition(&settled), timeout);
+  const bool in_time = lock.Await(settled, timeout);
   absl::Status status = w.Check(op.owner, what);
   if (status.ok() && op.done) {
     status = op.status;
@@ -151,6 +177,7 @@ using fake_transport_internal::FakeRequest;
 using fake_transport_internal::Op;
 using fake_transport_internal::Round;
 using fake_transport_internal::World;
+using fake_transport_internal::WorldLock;
 
 std::vector<std::unique_ptr<FakeTransport>> FakeTransport::CreateWorld(int world_size) {
   auto world = std::make_shared<World>(world_size);
@@ -166,7 +193,7 @@ FakeTransport::FakeTransport(std::shared_ptr<World> world, int rank)
 
 FakeTransport::~FakeTransport() {
   // Like closing gloo connections: peers' pending operations with this rank fail.
-  absl::MutexLock lock(&world_->mu);
+  WorldLock lock(*world_);
   world_->Fail(rank_, absl::UnavailableError(absl::StrCat("rank ", rank_, " shut down")))
       .IgnoreError();
 }
@@ -196,7 +223,7 @@ absl::StatusOr<std::unique_ptr<Request>> FakeTransport::Post(bool is_send, int p
   if (!IsValidTag(tag)) return absl::InvalidArgumentError(what + ": tag was not made by MakeTag");
   if (data == nullptr && count > 0) return absl::InvalidArgumentError(what + ": null buffer");
   World& w = *world_;
-  absl::MutexLock lock(&w.mu);
+  WorldLock lock(w);
   RETURN_IF_ERROR(w.Check(rank_, what));
   if (!w.failure[peer].ok()) {
     return w.Fail(rank_, absl::UnavailableError(absl::StrCat(
@@ -236,7 +263,7 @@ absl::Status FakeTransport::AllReduceImpl(T* data, size_t count, absl::Duration 
   const int n = world_size();
   const int64_t seq = num_collectives_++;
   World& w = *world_;
-  absl::MutexLock lock(&w.mu);
+  WorldLock lock(w);
   RETURN_IF_ERROR(w.Check(rank_, what));
   Round& round = w.rounds[seq];  // std::map: the reference survives other insertions
   if (round.arrived.empty()) {
@@ -261,10 +288,10 @@ absl::Status FakeTransport::AllReduceImpl(T* data, size_t count, absl::Duration 
       round.result[i] = sum;
     }
   }
-  auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(w.mu) {
+  auto settled = [&]() {
     return round.num_arrived == n || !w.failure[rank_].ok() || w.FailedPeer(rank_) >= 0;
   };
-  const bool in_time = w.mu.AwaitWithTimeout(absl::Condition(&settled), timeout);
+  const bool in_time = lock.Await(settled, timeout);
   absl::Status status = w.Check(rank_, what);
   if (status.ok() && round.num_arrived == n) {
     status = round.status;
@@ -305,7 +332,7 @@ absl::Status FakeTransport::Barrier(absl::Duration timeout) {
 }
 
 void FakeTransport::Abort() {
-  absl::MutexLock lock(&world_->mu);
+  WorldLock lock(*world_);
   world_->Fail(rank_, absl::AbortedError(absl::StrFormat("Abort() was called on rank %d", rank_)))
       .IgnoreError();
 }

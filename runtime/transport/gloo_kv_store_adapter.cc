@@ -12,14 +12,14 @@ GlooKvStoreAdapter::GlooKvStoreAdapter(KvStore* store, std::string prefix,
 
 void GlooKvStoreAdapter::Throw(const absl::Status& status) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (first_error_.ok()) first_error_ = status;
   }
   throw gloo::IoException(std::string(status.ToString()));
 }
 
 absl::Status GlooKvStoreAdapter::first_error() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return first_error_;
 }
 

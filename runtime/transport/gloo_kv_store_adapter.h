@@ -7,11 +7,11 @@
 // precise code (kDeadlineExceeded for a rank that never showed up) instead of a string.
 
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gloo/rendezvous/store.h"
 #include "runtime/transport/kv_store.h"
@@ -41,8 +41,8 @@ class GlooKvStoreAdapter : public gloo::rendezvous::Store {
   KvStore* const store_;
   const std::string prefix_;
   const absl::Duration default_timeout_;
-  mutable absl::Mutex mu_;
-  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+  mutable std::mutex mu_;
+  absl::Status first_error_;  // guarded by mu_
 };
 
 }  // namespace xhc

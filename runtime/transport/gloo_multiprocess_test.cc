@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/subprocess.h"
 #include "gtest/gtest.h"
 #include "runtime/transport/file_kv_store.h"
 #include "runtime/transport/gloo_transport.h"
@@ -39,13 +40,10 @@ std::string MakeTempDir() {
 // Starts `transport_peer dir prefix 1 2 mode`; returns its pid.
 pid_t SpawnPeer(const std::string& dir, const std::string& prefix, const std::string& mode) {
   const std::string binary = PeerBinary();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl(binary.c_str(), binary.c_str(), dir.c_str(), prefix.c_str(), "1", "2", mode.c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);  // exec failed
-  }
-  return pid;
+  SpawnSpec spec;
+  spec.argv = {binary, dir, prefix, "1", "2", mode};
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  return pid.ok() ? *pid : -1;
 }
 
 absl::StatusOr<std::unique_ptr<GlooTransport>> ConnectRankZero(FileKvStore* store,

@@ -14,7 +14,7 @@
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "runtime/common/log.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/transport/gloo_kv_store_adapter.h"
 
 namespace xhc {
@@ -150,7 +150,7 @@ GlooTransport::GlooTransport(int rank, int world_size, std::shared_ptr<gloo::Con
     : rank_(rank), world_size_(world_size), context_(std::move(context)) {}
 
 GlooTransport::~GlooTransport() {
-  absl::MutexLock lock(&requests_mu_);
+  std::lock_guard<std::mutex> lock(requests_mu_);
   if (!requests_.empty()) {
     LogError("transport: destroyed with %d live requests (they must be destroyed first)",
              static_cast<int>(requests_.size()));
@@ -158,14 +158,14 @@ GlooTransport::~GlooTransport() {
 }
 
 void GlooTransport::Register(GlooRequest* request) {
-  absl::MutexLock lock(&requests_mu_);
+  std::lock_guard<std::mutex> lock(requests_mu_);
   requests_.insert(request);
   // Abort() may have run between the caller's health check and this registration.
   if (aborted_.load()) request->AbortWait();
 }
 
 void GlooTransport::Unregister(GlooRequest* request) {
-  absl::MutexLock lock(&requests_mu_);
+  std::lock_guard<std::mutex> lock(requests_mu_);
   requests_.erase(request);
 }
 
@@ -265,7 +265,7 @@ void GlooTransport::Abort() {
   aborted_.store(true);
   latch_.Record(absl::AbortedError(absl::StrFormat("Abort() was called on rank %d", rank_)));
   CloseEngine();
-  absl::MutexLock lock(&requests_mu_);
+  std::lock_guard<std::mutex> lock(requests_mu_);
   for (GlooRequest* request : requests_) request->AbortWait();
 }
 

@@ -19,12 +19,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/transport/failure_latch.h"
 #include "runtime/transport/kv_store.h"
@@ -103,8 +103,8 @@ class GlooTransport : public Transport {
   std::shared_ptr<gloo::Context> context_;
   FailureLatch latch_;
   std::atomic<bool> aborted_{false};
-  absl::Mutex requests_mu_;
-  absl::flat_hash_set<GlooRequest*> requests_ ABSL_GUARDED_BY(requests_mu_);
+  std::mutex requests_mu_;
+  absl::flat_hash_set<GlooRequest*> requests_;  // guarded by requests_mu_
 };
 
 // gloo takes millisecond timeouts; this rounds up (a wait never ends before `timeout`) and

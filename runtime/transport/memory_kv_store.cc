@@ -7,22 +7,28 @@ namespace xhc {
 
 absl::Status MemoryKvStore::Set(const std::string& key, const std::string& value) {
   if (key.empty()) return absl::InvalidArgumentError("KvStore key must not be empty");
-  absl::MutexLock lock(&mu_);
-  values_[key] = value;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    values_[key] = value;
+  }
+  changed_.notify_all();
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::string>> MemoryKvStore::Get(const std::vector<std::string>& keys,
                                                             absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  auto all_present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto all_present = [&] {
     for (const std::string& key : keys) {
       if (values_.find(key) == values_.end()) return false;
     }
     return true;
   };
-  // AwaitWithTimeout re-evaluates the condition on every Set (every mutex release).
-  if (!mu_.AwaitWithTimeout(absl::Condition(&all_present), timeout)) {
+  // An infinite timeout waits without a deadline (now() + max would overflow).
+  const bool found = timeout == absl::InfiniteDuration()
+                         ? (changed_.wait(lock, all_present), true)
+                         : changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout), all_present);
+  if (!found) {
     std::vector<std::string> missing;
     for (const std::string& key : keys) {
       if (values_.find(key) == values_.end()) missing.push_back(key);

@@ -3,11 +3,12 @@
 
 // An in-process KvStore for tests that run several ranks as threads of one process.
 
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "runtime/transport/kv_store.h"
 
 namespace xhc {
@@ -19,8 +20,9 @@ class MemoryKvStore : public KvStore {
                                                absl::Duration timeout) override;
 
  private:
-  absl::Mutex mu_;
-  std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  std::condition_variable changed_;               // notified on every Set
+  std::map<std::string, std::string> values_;  // guarded by mu_
 };
 
 }  // namespace xhc

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/transport/file_kv_store.h"
 #include "runtime/transport/gloo_transport.h"
 #include "runtime/transport/transport_test_util.h"

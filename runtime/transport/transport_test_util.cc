@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "absl/strings/str_format.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace xhc {
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/train/optimizer.h"
 
 namespace xhc::worker {

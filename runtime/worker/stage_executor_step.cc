@@ -3,7 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/nn/adamw.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/worker/stage_executor.h"
 

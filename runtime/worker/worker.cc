@@ -17,7 +17,7 @@
 #include "proto/xhc.grpc.pb.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/log.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/plan/plan.h"
 #include "runtime/train/model_io.h"
 #include "runtime/train/trainer.h"

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/subprocess.h"
 #include "runtime/checkpoint/checkpoint.h"
 
 namespace xhc::testing {
@@ -43,32 +44,19 @@ void WriteText(const std::string& path, const std::string& text) {
 int RunCommand(const std::string& command, const std::string& log) {
   const std::string full = absl::StrCat(command, " >>", log, " 2>&1");
   const int rc = std::system(full.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+  return ExitCodeOf(rc);
 }
 
 int StartBackground(const std::string& command, const std::string& log) {
-  const std::string full = absl::StrCat("exec ", command, " >>", log, " 2>&1");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
+  SpawnSpec spec;
+  spec.argv = {"/bin/sh", "-c", absl::StrCat("exec ", command, " >>", log, " 2>&1")};
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  return pid.ok() ? *pid : -1;
 }
 
 int WaitForExit(int pid, double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const WaitResult r = WaitWithTimeout(pid, timeout_s);
+  return r.timed_out ? -1 : r.exit_code;
 }
 
 int FreePort() {

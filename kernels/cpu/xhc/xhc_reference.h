@@ -13,7 +13,7 @@
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_types.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace xhc::kernels::ref {
 

@@ -1,5 +1,5 @@
-#ifndef XHC_RUNTIME_COMMON_PROCESS_ENV_H_
-#define XHC_RUNTIME_COMMON_PROCESS_ENV_H_
+#ifndef XHC_BASE_PROCESS_ENV_H_
+#define XHC_BASE_PROCESS_ENV_H_
 
 // Debian 12's OpenBLAS 0.3.21 does not recognise recent Xeons (reported as "Intel(R) Xeon(R)
 // Processor") and falls back to its Prescott (SSE3) kernels, 4-7x slower than the AVX2/AVX-512
@@ -22,4 +22,4 @@ void MaybeReexecWithTunedEnv(char** argv);
 
 }  // namespace xhc
 
-#endif  // XHC_RUNTIME_COMMON_PROCESS_ENV_H_
+#endif  // XHC_BASE_PROCESS_ENV_H_

@@ -1,4 +1,4 @@
-#include "runtime/common/process_env.h"
+#include "base/process_env.h"
 
 #include <stdlib.h>
 #include <unistd.h>

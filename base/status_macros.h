@@ -1,5 +1,5 @@
-#ifndef XHC_RUNTIME_COMMON_STATUS_MACROS_H_
-#define XHC_RUNTIME_COMMON_STATUS_MACROS_H_
+#ifndef XHC_BASE_STATUS_MACROS_H_
+#define XHC_BASE_STATUS_MACROS_H_
 
 // RETURN_IF_ERROR / ASSIGN_OR_RETURN: Abseil 20220623 (Debian 12) ships Status and StatusOr
 // but not these macros.
@@ -29,4 +29,4 @@
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
 
-#endif  // XHC_RUNTIME_COMMON_STATUS_MACROS_H_
+#endif  // XHC_BASE_STATUS_MACROS_H_

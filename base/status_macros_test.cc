@@ -1,4 +1,4 @@
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 #include "gtest/gtest.h"
 

@@ -1,0 +1,372 @@
+// In-process, deterministic tests of Controller (controller.h) with scripted workers in
+// threads: no gRPC, no processes, no data plane. Each FakeWorker speaks the controller's
+// RPC logic directly (Register, Attach, Heartbeat, NextCommand, Report) and answers RUN_STEP
+// with losses that are a known function of (step, micro-batch), CHECKPOINT with a real shard
+// on disk, RESUME with a ready report. What the multi-process tests check through timing,
+// these check exactly: the loss aggregation, stale reports, a worker dying mid-step, the
+// ABORT/RESUME generation protocol and the step a recovery resumes from.
+#include "runtime/controller/controller.h"
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/exact_format.h"
+#include "gtest/gtest.h"
+#include "runtime/checkpoint/checkpoint.h"
+
+namespace xhc::controller {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr int kWorkers = 2;
+constexpr int kMicrobatches = 4;
+
+// A small 1f1b job on 2 ranks; fault timeouts short so a failure shows within a second.
+Config TestConfig(int steps, int checkpoint_every) {
+  const std::string yaml = absl::StrFormat(R"(
+model:
+  vocab_size: 256
+  d_model: 32
+  n_layers: 2
+  n_heads: 2
+  n_kv_heads: 1
+  seq_len: 16
+  residual:
+    type: vanilla
+train:
+  steps: %d
+  batch_size: 1
+  microbatches: %d
+  seed: 7
+  eval_every: 0
+pipeline:
+  schedule: 1f1b
+  workers: %d
+checkpoint:
+  every: %d
+  keep: 5
+  async: false
+fault:
+  heartbeat_timeout: 2
+  step_timeout: 20
+  max_restarts: 2
+)",
+                                           steps, kMicrobatches, kWorkers, checkpoint_every);
+  absl::StatusOr<Config> c = ParseConfig(yaml);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+// The loss a fake worker reports for micro-batch `mb` of `step`: exact in binary, distinct
+// per (step, mb), so a misplaced or dropped report changes the aggregate.
+double FakeLoss(int64_t step, int mb) { return 4.0 + 0.25 * mb - step / 64.0; }
+
+std::string RunDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+// One scripted worker: registers with a rank hint, then serves commands until SHUTDOWN (or
+// until told to die, which closes its "stream" as a killed process would).
+class FakeWorker {
+ public:
+  struct Script {
+    int64_t die_at_step = -1;           // RUN_STEP of this step: Detach instead of reporting
+    int64_t stale_report_at_step = -1;  // also send this step's report with generation - 1
+  };
+
+  FakeWorker(Controller* ctl, int rank_hint, Script script)
+      : ctl_(ctl), hint_(rank_hint), script_(script), thread_([this] { Serve(); }) {}
+  ~FakeWorker() { thread_.join(); }
+
+  std::vector<proto::Command> commands() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return commands_;
+  }
+  bool died() const { return died_; }
+  std::string error() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+ private:
+  void Fail(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = why;
+  }
+
+  void Serve() {
+    proto::RegisterRequest req;
+    req.set_worker_id(absl::StrCat("fake-", hint_));
+    req.set_rank_hint(hint_);
+    absl::StatusOr<proto::RegisterResponse> resp = ctl_->Register(req);
+    if (!resp.ok()) return Fail(std::string(resp.status().message()));
+    rank_ = resp->rank();
+    const int64_t epoch = ctl_->Attach(rank_);
+    std::atomic<bool> beating{true};
+    std::thread heart([&] {
+      while (beating) {
+        proto::Heartbeat beat;
+        beat.set_rank(rank_);
+        ctl_->Heartbeat(beat, epoch);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+    while (true) {
+      bool stale = false;
+      std::optional<proto::Command> cmd = ctl_->NextCommand(rank_, epoch, 0.2, &stale);
+      if (stale) break;  // replaced or stopped
+      if (!cmd) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        commands_.push_back(*cmd);
+      }
+      if (cmd->kind() == proto::Command::SHUTDOWN) break;
+      if (cmd->kind() == proto::Command::RUN_STEP && cmd->step() == script_.die_at_step &&
+          !died_) {
+        died_ = true;
+        break;
+      }
+      absl::Status s = Answer(*cmd);
+      if (!s.ok()) Fail(std::string(s.message()));
+    }
+    beating = false;
+    heart.join();
+    ctl_->Detach(rank_, epoch, died_ ? "killed by the test" : "shutdown");
+  }
+
+  absl::Status Answer(const proto::Command& cmd) {
+    proto::StepReport report;
+    report.set_rank(rank_);
+    report.set_generation(cmd.generation());
+    switch (cmd.kind()) {
+      case proto::Command::RUN_STEP: {
+        proto::StepResult* r = report.mutable_step_result();
+        r->set_step(cmd.step());
+        r->set_step_s(0.01);
+        r->set_compute_s(0.008);
+        // Rank r reports every kWorkers-th micro-batch from r: the controller must merge.
+        for (int mb = rank_; mb < kMicrobatches; mb += kWorkers) {
+          r->add_loss_microbatches(mb);
+          r->add_losses(FakeLoss(cmd.step(), mb));
+        }
+        if (cmd.step() == script_.stale_report_at_step) {
+          // A report from an aborted generation with wrong losses, sent alone first: were it
+          // counted, the step would complete with it (the other rank reports at once), and
+          // the genuine report sent after the pause would come too late.
+          proto::StepReport old = report;
+          old.set_generation(cmd.generation() - 1);
+          for (int i = 0; i < old.step_result().losses_size(); ++i) {
+            old.mutable_step_result()->set_losses(i, 1e6);
+          }
+          absl::Status s = ctl_->Report(old);
+          if (!s.ok()) return s;
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+        return ctl_->Report(report);
+      }
+      case proto::Command::CHECKPOINT: {
+        // A real shard: the controller's commit verifies what it references.
+        std::vector<float> values = {static_cast<float>(cmd.step()), static_cast<float>(rank_)};
+        std::vector<TensorView> views = {
+            {absl::StrCat("rank", rank_, ".w"), {2}, values.data()}};
+        absl::StatusOr<ShardRecord> shard =
+            WriteShard(cmd.checkpoint_dir(), absl::StrCat("rank", rank_, ".safetensors"), views);
+        if (!shard.ok()) return shard.status();
+        proto::CheckpointResult* r = report.mutable_checkpoint_result();
+        r->set_step(cmd.step());
+        proto::ShardInfo* info = r->add_shards();
+        info->set_file(shard->file);
+        info->set_bytes(shard->bytes);
+        info->set_xxhash64(shard->xxhash64);
+        for (const std::string& t : shard->tensors) info->add_tensors(t);
+        return ctl_->Report(report);
+      }
+      case proto::Command::RESUME:
+        report.mutable_ready();
+        return ctl_->Report(report);
+      default:  // ABORT: nothing to tear down
+        return absl::OkStatus();
+    }
+  }
+
+  Controller* ctl_;
+  int hint_;
+  Script script_;
+  int rank_ = -1;
+  std::atomic<bool> died_{false};
+  mutable std::mutex mu_;
+  std::vector<proto::Command> commands_;
+  std::string error_;
+  std::thread thread_;  // last: starts after every other member is initialised
+};
+
+// The "microbatch_losses" lists of metrics.jsonl, in order.
+std::vector<std::string> LossLines(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<std::string> out;
+  std::string line;
+  const std::string key = "\"microbatch_losses\": [";
+  while (std::getline(in, line)) {
+    const size_t at = line.find(key);
+    if (at == std::string::npos) continue;
+    out.push_back(line.substr(at + key.size(), line.find(']', at) - at - key.size()));
+  }
+  return out;
+}
+
+std::string ExpectedLosses(int64_t step) {
+  std::vector<double> v;
+  for (int mb = 0; mb < kMicrobatches; ++mb) v.push_back(FakeLoss(step, mb));
+  return ExactList(v);
+}
+
+std::unique_ptr<Controller> MakeController(const Config& config, const std::string& run_dir) {
+  ControllerOptions options;
+  options.workers = kWorkers;
+  options.run_dir = run_dir;
+  options.quiet = true;
+  options.register_timeout_s = 20;
+  options.replace_timeout_s = 20;
+  absl::StatusOr<std::unique_ptr<Controller>> ctl = Controller::Create(config, options);
+  EXPECT_TRUE(ctl.ok()) << ctl.status();
+  return ctl.ok() ? std::move(*ctl) : nullptr;
+}
+
+TEST(ControllerTest, MergesLossesFromEveryRankAndCommitsCheckpoints) {
+  const std::string run_dir = RunDir("controller_merge");
+  std::unique_ptr<Controller> ctl = MakeController(TestConfig(4, 2), run_dir);
+  ASSERT_NE(ctl, nullptr);
+  absl::Status status;
+  {
+    FakeWorker w1(ctl.get(), 1, {}), w0(ctl.get(), 0, {});
+    status = ctl->Run();
+    EXPECT_EQ(w0.error(), "");
+    EXPECT_EQ(w1.error(), "");
+  }
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<std::string> lines = LossLines(run_dir);
+  ASSERT_EQ(lines.size(), 4u);
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(lines[s], ExpectedLosses(s)) << "step " << s + 1;
+  absl::StatusOr<std::string> latest = LatestStepDir(run_dir + "/checkpoints");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  absl::StatusOr<Manifest> m = VerifyCheckpoint(*latest);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->step, 4);
+  EXPECT_EQ(m->shards.size(), 2u);  // one per rank
+  EXPECT_EQ(CommittedStepDirs(run_dir + "/checkpoints").size(), 2u);  // steps 2 and 4
+}
+
+TEST(ControllerTest, DropsReportsOfAnOlderGeneration) {
+  const std::string run_dir = RunDir("controller_stale");
+  std::unique_ptr<Controller> ctl = MakeController(TestConfig(3, 0), run_dir);
+  ASSERT_NE(ctl, nullptr);
+  absl::Status status;
+  {
+    FakeWorker::Script stale;
+    stale.stale_report_at_step = 1;
+    FakeWorker w0(ctl.get(), 0, stale), w1(ctl.get(), 1, {});
+    status = ctl->Run();
+  }
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<std::string> lines = LossLines(run_dir);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1], ExpectedLosses(1));  // not the 1e6 of the stale report
+}
+
+TEST(ControllerTest, RejectsReportsFromUnknownRanksOrWithoutAResult) {
+  const std::string run_dir = RunDir("controller_bad_report");
+  std::unique_ptr<Controller> ctl = MakeController(TestConfig(1, 0), run_dir);
+  ASSERT_NE(ctl, nullptr);
+  proto::StepReport r;
+  r.set_rank(kWorkers);
+  r.mutable_ready();
+  EXPECT_TRUE(absl::IsInvalidArgument(ctl->Report(r)));
+  r.set_rank(0);
+  r.clear_kind();
+  EXPECT_TRUE(absl::IsInvalidArgument(ctl->Report(r)));
+}
+
+// Rank 1 dies in step 3 (after the checkpoint of step 2): the controller aborts the
+// generation, asks for a replacement, resumes every rank from step 2 in generation 1, and
+// finishes with the same losses as a run without the failure.
+TEST(ControllerTest, ReplacesAWorkerThatDiesMidStepAndResumesFromTheCheckpoint) {
+  const std::string run_dir = RunDir("controller_recover");
+  std::unique_ptr<Controller> ctl = MakeController(TestConfig(5, 2), run_dir);
+  ASSERT_NE(ctl, nullptr);
+  std::vector<int> restarted;
+  std::vector<std::unique_ptr<FakeWorker>> replacements;
+  std::mutex mu;
+  ctl->SetRestartWorker([&](int rank) {
+    std::lock_guard<std::mutex> lock(mu);
+    restarted.push_back(rank);
+    replacements.push_back(std::make_unique<FakeWorker>(ctl.get(), rank, FakeWorker::Script{}));
+    return absl::OkStatus();
+  });
+  absl::Status status;
+  std::vector<proto::Command> survivor_commands;
+  {
+    FakeWorker::Script dies;
+    dies.die_at_step = 2;  // 0-based: the third step
+    FakeWorker w0(ctl.get(), 0, {}), w1(ctl.get(), 1, dies);
+    status = ctl->Run();
+    survivor_commands = w0.commands();
+    EXPECT_TRUE(w1.died());
+    replacements.clear();  // joins the replacement (it saw SHUTDOWN)
+  }
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(restarted, std::vector<int>{1});
+  // The survivor saw: RESUME(gen 0), steps 0..2 (+checkpoint 2), ABORT, RESUME(gen 1) from
+  // the step-2 checkpoint, steps 2..4 again in generation 1, SHUTDOWN.
+  bool aborted = false;
+  std::string resumed_from;
+  std::vector<int64_t> gen1_steps;
+  for (const proto::Command& c : survivor_commands) {
+    if (c.kind() == proto::Command::ABORT && c.generation() == 1) aborted = true;
+    if (c.kind() == proto::Command::RESUME && c.generation() == 1) resumed_from = c.checkpoint_dir();
+    if (c.kind() == proto::Command::RUN_STEP && c.generation() == 1) gen1_steps.push_back(c.step());
+    EXPECT_LE(c.generation(), 1);
+  }
+  EXPECT_TRUE(aborted);
+  EXPECT_EQ(fs::path(resumed_from).filename().string(), StepDirName(2));
+  EXPECT_EQ(gen1_steps, (std::vector<int64_t>{2, 3, 4}));
+  // Steps 1, 2 once; step 3 only after the recovery (the failed attempt wrote nothing).
+  const std::vector<std::string> lines = LossLines(run_dir);
+  ASSERT_EQ(lines.size(), 5u);
+  for (int s = 0; s < 5; ++s) EXPECT_EQ(lines[s], ExpectedLosses(s)) << "step " << s + 1;
+}
+
+// Without a replacement the controller fails the job within the replace timeout and names
+// the rank, instead of hanging.
+TEST(ControllerTest, FailsClearlyWhenNoReplacementJoins) {
+  const std::string run_dir = RunDir("controller_no_replacement");
+  Config config = TestConfig(4, 0);
+  ControllerOptions options;
+  options.workers = kWorkers;
+  options.run_dir = run_dir;
+  options.quiet = true;
+  options.replace_timeout_s = 1;
+  absl::StatusOr<std::unique_ptr<Controller>> ctl = Controller::Create(config, options);
+  ASSERT_TRUE(ctl.ok()) << ctl.status();
+  absl::Status status;
+  {
+    FakeWorker::Script dies;
+    dies.die_at_step = 1;
+    FakeWorker w0(ctl->get(), 0, {}), w1(ctl->get(), 1, dies);
+    status = (*ctl)->Run();
+  }
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("ranks [1] did not join"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace xhc::controller
