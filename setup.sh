@@ -11,6 +11,7 @@ PACKAGES=(
   libgloo-dev libopenblas-dev nlohmann-json3-dev libxxhash-dev
   fortunes                 # default training corpus (real English text)
   iproute2                 # network-namespace test of a worker on a second address
+  clang-14 libclang-rt-14-dev  # fuzz targets: libFuzzer + sanitizer runtimes (bazel --config=fuzz)
 )
 
 missing=()

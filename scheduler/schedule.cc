@@ -1,5 +1,6 @@
 #include "scheduler/schedule.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -290,16 +291,30 @@ absl::StatusOr<Schedule> ScheduleFromActions(const std::vector<std::vector<Actio
   Schedule s;
   s.type = "custom";
   s.num_ranks = static_cast<int>(lists.size());
+  // Sizes in int64: an index of INT_MAX (from a CSV) must not overflow the + 1.
+  int64_t num_stages = 0, num_microbatches = 0, num_forwards = 0;
   for (const auto& list : lists) {
     for (const Action& a : list) {
-      s.num_stages = std::max({s.num_stages, a.stage_idx + 1, a.bwd_stage_idx + 1});
-      s.num_microbatches =
-          std::max({s.num_microbatches, a.microbatch_idx + 1, a.bwd_microbatch_idx + 1});
+      num_stages = std::max({num_stages, int64_t{a.stage_idx} + 1, int64_t{a.bwd_stage_idx} + 1});
+      num_microbatches = std::max({num_microbatches, int64_t{a.microbatch_idx} + 1,
+                                   int64_t{a.bwd_microbatch_idx} + 1});
+      num_forwards += a.type == ActionType::kForward || a.type == ActionType::kOverlapFB;
     }
   }
-  if (s.num_ranks == 0 || s.num_stages == 0 || s.num_microbatches == 0) {
+  if (s.num_ranks == 0 || num_stages == 0 || num_microbatches == 0) {
     return absl::InvalidArgumentError("schedule has no ranks or no actions");
   }
+  // Every (stage, micro-batch) runs forward exactly once, so the ownership table below can
+  // be no larger than the forwards listed: a CSV naming stage 50022502 is refused here
+  // instead of allocating 50022502 rows (found by torch_csv_fuzzer).
+  if (num_stages * num_microbatches > num_forwards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "actions name stages up to ", num_stages - 1, " and micro-batches up to ",
+        num_microbatches - 1, ": that needs ", num_stages * num_microbatches,
+        " forwards, but only ", num_forwards, " are listed"));
+  }
+  s.num_stages = static_cast<int>(num_stages);
+  s.num_microbatches = static_cast<int>(num_microbatches);
   s.stage_mb_rank.assign(s.num_stages, std::vector<int>(s.num_microbatches, -1));
   for (int r = 0; r < s.num_ranks; ++r) {
     for (const Action& a : lists[r]) {

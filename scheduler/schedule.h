@@ -92,7 +92,9 @@ absl::StatusOr<Schedule> BuildSchedule(const ScheduleRequest& request);
 
 // Rebuilds the layout from foreign per-rank action lists (e.g. a PyTorch CSV): the rank
 // running F of (s, j) owns (s, j); stages/micro-batches are counted from the actions. The
-// result's rank_actions keep only the compute actions; type is "custom".
+// result's rank_actions keep only the compute actions; type is "custom". kInvalidArgument when
+// the indices need more (stage, micro-batch) pairs than there are forwards (a bound on the
+// memory a hostile CSV can make it allocate).
 absl::StatusOr<Schedule> ScheduleFromActions(const std::vector<std::vector<Action>>& lists);
 
 // Lower() for arbitrary compute lists over `layout`'s stage ownership.
