@@ -13,6 +13,7 @@ PACKAGES=(
   iproute2                 # network-namespace test of a worker on a second address
   slurm-wlm                # tests/launch: a one-node Slurm cluster (auth/none) runs examples/slurm/xhc.sbatch
   hostname                 # xhc.sbatch: `hostname -I` for each worker's data-plane address
+  clang-14 libclang-rt-14-dev  # fuzz targets: libFuzzer + sanitizer runtimes (bazel --config=fuzz)
 )
 
 missing=()

@@ -1,8 +1,10 @@
 #include "base/process_env.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
 
 namespace xhc {
@@ -31,6 +33,11 @@ void MaybeReexecWithTunedEnv(char** argv) {
   if (!changed) return;
   execv("/proc/self/exe", argv);
   // execv failed: carry on with the environment as it was (slower, still correct).
+}
+
+void KeepFreedMemoryInProcess() {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
 }
 
 }  // namespace xhc

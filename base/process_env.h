@@ -20,6 +20,14 @@ namespace xhc {
 // Returns only if no re-exec was needed (or it failed, which is harmless: slower BLAS).
 void MaybeReexecWithTunedEnv(char** argv);
 
+// glibc serves blocks above its mmap threshold (128 KiB, adapting up to 32 MiB) with fresh
+// mmaps and returns them to the OS when freed, and trims the heap's free top: a training step
+// that allocates its activations anew (a [tokens, N, C] state is 32 MiB at d_model 512, N 16)
+// then takes a page fault and a page clear per 4 KiB on every step. This keeps freed memory
+// in the process for reuse (no mmap'd chunks, no trimming); the resident set stays at the
+// step's peak, which it reaches every step anyway. Call first thing in main.
+void KeepFreedMemoryInProcess();
+
 }  // namespace xhc
 
 #endif  // XHC_BASE_PROCESS_ENV_H_

@@ -303,6 +303,7 @@ int Main(bool json, bool run_reference) {
 // waits; see base/process_env.h). The JSON reports the core type used.
 int main(int argc, char** argv) {
   xhc::MaybeReexecWithTunedEnv(argv);
+  xhc::KeepFreedMemoryInProcess();
   bool json = false, run_reference = true;  // --no_reference: quick runs while tuning
   std::string residual;                     // --residual V: the variant table instead
   for (int i = 1; i < argc; ++i) {

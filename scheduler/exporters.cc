@@ -44,7 +44,7 @@ FlowKey FlowOf(const Action& a) {
 
 int DirectionOf(const Schedule& s, int stage_idx, int mb) {
   if (s.type == "dualpipe") return mb >= s.num_microbatches / 2 ? 1 : 0;
-  if (s.type == "dualpipev") return stage_idx >= s.num_ranks ? 1 : 0;
+  if (s.type == "dualpipev" || s.type == "zbv") return stage_idx >= s.num_ranks ? 1 : 0;
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "scheduler/exporters.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -87,6 +89,40 @@ TEST(Direction, FollowsEntryEndAndVShape) {
   EXPECT_EQ(DirectionOf(*dual, 0, 2), 1);
   EXPECT_EQ(DirectionOf(*v, 1, 0), 0);
   EXPECT_EQ(DirectionOf(*v, 2, 0), 1);
+}
+
+// The left edge of the first box of each fill colour, per row (rank), read back from the SVG.
+std::map<std::string, std::map<double, double>> FirstBoxes(const std::string& svg) {
+  std::map<std::string, std::map<double, double>> first;  // fill -> y -> min x
+  for (size_t pos = 0; (pos = svg.find("<rect x=\"", pos)) != std::string::npos; ++pos) {
+    const double x = std::stod(svg.substr(pos + 9));
+    const size_t y_at = svg.find("y=\"", pos) + 3;
+    const double y = std::stod(svg.substr(y_at));
+    const size_t fill_at = svg.find("fill=\"", pos) + 6;
+    const std::string fill = svg.substr(fill_at, svg.find('"', fill_at) - fill_at);
+    auto [it, fresh] = first[fill].emplace(y, x);
+    if (!fresh) it->second = std::min(it->second, x);
+  }
+  return first;
+}
+
+TEST(Svg, ZBVDrawsTheV) {
+  SimRun run = Simulated({"zbv", 4, 8, 1});
+  auto first = FirstBoxes(SvgTimeline(run.schedule, run.sim));
+  // Forwards down the V (light orange) start later on every lower rank; forwards back up
+  // (dark orange) start earlier on every lower rank: the two arms of the V.
+  const auto& down = first["#fcd9a8"];
+  const auto& up = first["#e8892b"];
+  ASSERT_EQ(down.size(), 4u);
+  ASSERT_EQ(up.size(), 4u);
+  for (auto d = down.begin(), u = up.begin(); std::next(d) != down.end(); ++d, ++u) {
+    EXPECT_LT(d->second, std::next(d)->second) << "down arm at row y=" << d->first;
+    EXPECT_GT(u->second, std::next(u)->second) << "up arm at row y=" << u->first;
+  }
+  // Split backwards: input grads (teal) and weight grads (green) in both shades.
+  for (const char* fill : {"#a4e0d6", "#1f9a8a", "#c4e6b4", "#4f9a3a"}) {
+    EXPECT_EQ(first[fill].size(), 4u) << fill;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "scheduler/schedule.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -15,6 +16,14 @@ namespace {
 constexpr int kMaxRanks = 1024;
 constexpr int kMaxMicrobatches = 1 << 16;
 
+// Types whose rank r holds stages r, r+R, ..., r+(V-1)R (V = num_chunks).
+bool IsLooped(const std::string& type) {
+  return type == "interleaved1f1b" || type == "interleaved_zb" || type == "looped_bfs";
+}
+
+// Types with 2R stages in a V: rank r holds stages r and 2R-1-r.
+bool IsVShaped(const std::string& type) { return type == "dualpipev" || type == "zbv"; }
+
 absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
   const int R = req.num_ranks, M = req.num_microbatches, V = req.num_chunks;
   if (R < 1 || R > kMaxRanks) {
@@ -25,9 +34,10 @@ absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
         absl::StrCat("micro-batches must be in [1, ", kMaxMicrobatches, "], got ", M));
   }
   if (V < 1) return absl::InvalidArgumentError(absl::StrCat("chunks must be >= 1, got ", V));
-  if (type != "interleaved1f1b" && V != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("only interleaved1f1b takes chunks > 1; ", type, " got ", V));
+  if (!IsLooped(type) && V != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "only interleaved1f1b, interleaved_zb and looped_bfs take chunks > 1; ", type, " got ",
+        V));
   }
   if (type == "interleaved1f1b" && M % R != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -39,14 +49,22 @@ absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
       return absl::InvalidArgumentError(
           absl::StrCat("dualpipe needs an even number of ranks, got ", R));
     }
-    if (M % 2 != 0 || M < 2 * R) {
+    if (M % 2 != 0 || M < MinMicrobatches(type, R)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "dualpipe needs an even number of micro-batches >= 2*ranks (", 2 * R, "), got ", M));
     }
   }
-  if (type == "dualpipev" && M < 2 * R) {
+  if (type == "dualpipev" && M < MinMicrobatches(type, R)) {
     return absl::InvalidArgumentError(
         absl::StrCat("dualpipev needs micro-batches >= 2*ranks (", 2 * R, "), got ", M));
+  }
+  // PyTorch's flexible rounds: max(1, M / R) rounds of equal size.
+  const int num_rounds = std::max(1, M / R);
+  if (type == "interleaved_zb" && M % num_rounds != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "interleaved_zb needs micro-batches divisible by the number of rounds max(1, "
+        "micro-batches / ranks) = ", num_rounds, "; got ", M, " micro-batches for ", R,
+        " ranks"));
   }
   return absl::OkStatus();
 }
@@ -54,15 +72,13 @@ absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
 // Fills num_stages, stage_mb_rank and rank_stages for a built-in type.
 void SetLayout(Schedule& s) {
   const int R = s.num_ranks, M = s.num_microbatches;
-  s.num_stages = s.type == "interleaved1f1b" ? R * s.num_chunks
-                 : s.type == "dualpipev"     ? 2 * R
-                                             : R;
+  s.num_stages = IsLooped(s.type) ? R * s.num_chunks : IsVShaped(s.type) ? 2 * R : R;
   s.stage_mb_rank.assign(s.num_stages, std::vector<int>(M, 0));
   for (int st = 0; st < s.num_stages; ++st) {
     for (int j = 0; j < M; ++j) {
-      int rank = st % R;  // gpipe, 1f1b, zb1p, interleaved1f1b
+      int rank = st % R;  // gpipe, 1f1b, zb1p and the looped types
       if (s.type == "dualpipe" && j >= M / 2) rank = R - 1 - st;
-      if (s.type == "dualpipev" && st >= R) rank = 2 * R - 1 - st;
+      if (IsVShaped(s.type) && st >= R) rank = 2 * R - 1 - st;
       s.stage_mb_rank[st][j] = rank;
     }
   }
@@ -132,15 +148,33 @@ std::vector<Action> SendsFor(const Schedule& s, int rank, const Action& a) {
 }  // namespace
 
 absl::StatusOr<std::string> CanonicalType(const std::string& type) {
+  // Case, '-' and '_' do not matter; PyTorch's class names (ScheduleZBVZeroBubble minus
+  // "Schedule") are accepted too.
+  static const std::map<std::string, std::string> kSpellings = {
+      {"gpipe", "gpipe"},
+      {"1f1b", "1f1b"},
+      {"interleaved1f1b", "interleaved1f1b"},
+      {"zb1p", "zb1p"},
+      {"dualpipe", "dualpipe"},
+      {"dualpipev", "dualpipev"},
+      {"zbv", "zbv"},
+      {"zbvzerobubble", "zbv"},
+      {"interleavedzb", "interleaved_zb"},
+      {"interleavedzerobubble", "interleaved_zb"},
+      {"loopedbfs", "looped_bfs"},
+  };
   std::string t = absl::AsciiStrToLower(type);
   t = absl::StrReplaceAll(t, {{"-", ""}, {"_", ""}});
-  if (t == "gpipe" || t == "1f1b" || t == "interleaved1f1b" || t == "zb1p" ||
-      t == "dualpipe" || t == "dualpipev") {
-    return t;
-  }
+  auto it = kSpellings.find(t);
+  if (it != kSpellings.end()) return it->second;
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown schedule type '", type,
-      "'; known: gpipe, 1f1b, interleaved1f1b, zb1p, dualpipe, dualpipev"));
+      "'; known: gpipe, 1f1b, interleaved1f1b, zb1p, dualpipe, dualpipev, zbv, interleaved_zb, "
+      "looped_bfs"));
+}
+
+int MinMicrobatches(const std::string& type, int num_ranks) {
+  return type == "dualpipe" || type == "dualpipev" ? 2 * num_ranks : 1;
 }
 
 std::vector<int> Schedule::StageToRanks(int stage_idx) const {
@@ -214,6 +248,11 @@ absl::StatusOr<Schedule> BuildSchedule(const ScheduleRequest& request) {
   if (s.type == "zb1p") s.rank_actions = internal::BuildZB1P(R, M);
   if (s.type == "dualpipe") s.rank_actions = internal::BuildDualPipe(R, M);
   if (s.type == "dualpipev") s.rank_actions = internal::BuildDualPipeV(R, M);
+  if (s.type == "zbv") s.rank_actions = internal::BuildZBV(R, M);
+  if (s.type == "interleaved_zb") {
+    s.rank_actions = internal::BuildInterleavedZB(R, M, s.num_chunks);
+  }
+  if (s.type == "looped_bfs") s.rank_actions = internal::BuildLoopedBFS(R, M, s.num_chunks);
   return s;
 }
 
@@ -252,16 +291,30 @@ absl::StatusOr<Schedule> ScheduleFromActions(const std::vector<std::vector<Actio
   Schedule s;
   s.type = "custom";
   s.num_ranks = static_cast<int>(lists.size());
+  // Sizes in int64: an index of INT_MAX (from a CSV) must not overflow the + 1.
+  int64_t num_stages = 0, num_microbatches = 0, num_forwards = 0;
   for (const auto& list : lists) {
     for (const Action& a : list) {
-      s.num_stages = std::max({s.num_stages, a.stage_idx + 1, a.bwd_stage_idx + 1});
-      s.num_microbatches =
-          std::max({s.num_microbatches, a.microbatch_idx + 1, a.bwd_microbatch_idx + 1});
+      num_stages = std::max({num_stages, int64_t{a.stage_idx} + 1, int64_t{a.bwd_stage_idx} + 1});
+      num_microbatches = std::max({num_microbatches, int64_t{a.microbatch_idx} + 1,
+                                   int64_t{a.bwd_microbatch_idx} + 1});
+      num_forwards += a.type == ActionType::kForward || a.type == ActionType::kOverlapFB;
     }
   }
-  if (s.num_ranks == 0 || s.num_stages == 0 || s.num_microbatches == 0) {
+  if (s.num_ranks == 0 || num_stages == 0 || num_microbatches == 0) {
     return absl::InvalidArgumentError("schedule has no ranks or no actions");
   }
+  // Every (stage, micro-batch) runs forward exactly once, so the ownership table below can
+  // be no larger than the forwards listed: a CSV naming stage 50022502 is refused here
+  // instead of allocating 50022502 rows (found by torch_csv_fuzzer).
+  if (num_stages * num_microbatches > num_forwards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "actions name stages up to ", num_stages - 1, " and micro-batches up to ",
+        num_microbatches - 1, ": that needs ", num_stages * num_microbatches,
+        " forwards, but only ", num_forwards, " are listed"));
+  }
+  s.num_stages = static_cast<int>(num_stages);
+  s.num_microbatches = static_cast<int>(num_microbatches);
   s.stage_mb_rank.assign(s.num_stages, std::vector<int>(s.num_microbatches, -1));
   for (int r = 0; r < s.num_ranks; ++r) {
     for (const Action& a : lists[r]) {

@@ -15,6 +15,10 @@
 //   dualpipev           S = 2R in a V: rank r holds stages r and 2R-1-r; every micro-batch
 //                       enters at rank 0 and the loss (stage 2R-1) is on rank 0; the hand-over
 //                       from stage R-1 to R stays on rank R-1. Requires M >= 2R.
+//   zbv                 the layout of dualpipev (S = 2R in a V, loss on rank 0); any M >= 1.
+//   interleaved_zb      the layout of interleaved1f1b; PyTorch's flexible rounds: requires
+//                       M % max(1, M / R) == 0.
+//   looped_bfs          the layout of interleaved1f1b; any M >= 1.
 // The loss is computed by the last stage S-1 on LossRanks() (two ranks for dualpipe).
 
 #include <string>
@@ -26,15 +30,22 @@
 namespace xhc::scheduler {
 
 struct ScheduleRequest {
-  std::string type;  // gpipe | 1f1b | interleaved1f1b | zb1p | dualpipe | dualpipev
+  // gpipe | 1f1b | interleaved1f1b | zb1p | dualpipe | dualpipev | zbv | interleaved_zb |
+  // looped_bfs
+  std::string type;
   int num_ranks = 1;
   int num_microbatches = 1;
-  int num_chunks = 1;  // stages per rank; only interleaved1f1b takes more than 1
+  int num_chunks = 1;  // stages per rank; only the looped types take more than 1
 };
 
 // The canonical spelling of a schedule type ("interleaved-1f1b" -> "interleaved1f1b"), or
 // kInvalidArgument listing the known types.
 absl::StatusOr<std::string> CanonicalType(const std::string& type);
+
+// The fewest micro-batches `type` (canonical) runs on `num_ranks` ranks: 2R for dualpipe and
+// dualpipev (their phases need both directions in flight), 1 otherwise. Other restrictions
+// (divisibility, even counts) are reported by BuildSchedule.
+int MinMicrobatches(const std::string& type, int num_ranks);
 
 struct Schedule {
   std::string type;
@@ -57,7 +68,8 @@ struct Schedule {
   std::vector<int> StageToRanks(int stage_idx) const;
   bool HoldsStage(int rank, int stage_idx) const;
   int loss_stage() const { return num_stages - 1; }
-  // Ranks that compute the loss: {R-1} normally, {0} for dualpipev, {R-1, 0} for dualpipe.
+  // Ranks that compute the loss: {R-1} normally, {0} for dualpipev and zbv, {R-1, 0} for
+  // dualpipe.
   std::vector<int> LossRanks() const;
   // The rank at which micro-batch j's first stage runs (dualpipe: 0 or R-1; otherwise 0).
   int EntryRank(int microbatch_idx) const { return RankOf(0, microbatch_idx); }
@@ -80,7 +92,9 @@ absl::StatusOr<Schedule> BuildSchedule(const ScheduleRequest& request);
 
 // Rebuilds the layout from foreign per-rank action lists (e.g. a PyTorch CSV): the rank
 // running F of (s, j) owns (s, j); stages/micro-batches are counted from the actions. The
-// result's rank_actions keep only the compute actions; type is "custom".
+// result's rank_actions keep only the compute actions; type is "custom". kInvalidArgument when
+// the indices need more (stage, micro-batch) pairs than there are forwards (a bound on the
+// memory a hostile CSV can make it allocate).
 absl::StatusOr<Schedule> ScheduleFromActions(const std::vector<std::vector<Action>>& lists);
 
 // Lower() for arbitrary compute lists over `layout`'s stage ownership.

@@ -18,6 +18,9 @@ RankActions BuildInterleaved1F1B(int num_ranks, int num_microbatches, int num_ch
 RankActions BuildZB1P(int num_ranks, int num_microbatches);
 RankActions BuildDualPipe(int num_ranks, int num_microbatches);
 RankActions BuildDualPipeV(int num_ranks, int num_microbatches);
+RankActions BuildZBV(int num_ranks, int num_microbatches);
+RankActions BuildInterleavedZB(int num_ranks, int num_microbatches, int num_chunks);
+RankActions BuildLoopedBFS(int num_ranks, int num_microbatches, int num_chunks);
 
 }  // namespace xhc::scheduler::internal
 

@@ -181,7 +181,13 @@ absl::StatusOr<std::string> ValidateCsvFile(const Options& o) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", o.validate_csv));
   std::stringstream text;
   text << in.rdbuf();
-  ASSIGN_OR_RETURN(std::vector<std::vector<Action>> lists, ReadTorchCsv(text.str()));
+  return ValidateTorchCsvText(text.str(), o.costs);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ValidateTorchCsvText(const std::string& text, const SimCosts& costs) {
+  ASSIGN_OR_RETURN(std::vector<std::vector<Action>> lists, ReadTorchCsv(text));
   ASSIGN_OR_RETURN(Schedule s, ScheduleFromActions(lists));
   RETURN_IF_ERROR(FillPeers(s, lists));
   ASSIGN_OR_RETURN(ValidationReport report, ValidateLists(s, lists));
@@ -189,14 +195,12 @@ absl::StatusOr<std::string> ValidateCsvFile(const Options& o) {
   for (const auto& list : lists) {
     for (const Action& a : list) lowered = lowered || a.IsComm();
   }
-  ASSIGN_OR_RETURN(SimResult sim, Simulate(s, lowered ? lists : s.Lower(), o.costs));
+  ASSIGN_OR_RETURN(SimResult sim, Simulate(s, lowered ? lists : s.Lower(), costs));
   return absl::StrCat("valid: ", s.num_ranks, " ranks, ", s.num_stages, " stages, ",
                       s.num_microbatches, " micro-batches\npeak activations per rank: ",
                       Join(report.peak_activations), "\nmakespan: ", sim.makespan,
                       "\nbubble per rank: ", Join(sim.bubble), "\n");
 }
-
-}  // namespace
 
 int RunScheduleCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<Options> options = ParseArgs(args);

@@ -19,7 +19,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "scheduler/simulator.h"
+
 namespace xhc::scheduler {
+
+// What `--validate-csv` does to a file's text (untrusted: a CSV from anywhere): parse,
+// recover stage ownership and peers, validate, simulate; the report it prints, or
+// kInvalidArgument naming what is wrong.
+absl::StatusOr<std::string> ValidateTorchCsvText(const std::string& text, const SimCosts& costs);
 
 // `args` excludes the program name and "schedule".
 int RunScheduleCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -67,6 +67,22 @@ TEST(ScheduleCli, TextChromeSvgAndCsvFormats) {
   EXPECT_EQ(csv.out, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
 }
 
+TEST(ScheduleCli, ZBVSvgAndStatistics) {
+  CliRun svg = RunCli({"--type", "zbv", "--ranks", "4", "--microbatches", "8", "--format", "svg"});
+  ASSERT_EQ(svg.code, 0) << svg.err;
+  EXPECT_EQ(svg.out.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.out.find("#fcd9a8"), std::string::npos);  // forwards down the V
+  EXPECT_NE(svg.out.find("#e8892b"), std::string::npos);  // forwards back up
+  CliRun json = RunCli({"--type", "zbv", "--ranks", "4", "--microbatches", "8", "--costs",
+                        "f=1,b=2,i=1,w=1", "--format", "json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  nlohmann::json stats = nlohmann::json::parse(json.out);
+  EXPECT_EQ(stats["stages"], 8);
+  EXPECT_DOUBLE_EQ(stats["analytic_bubble"].get<double>(), 3.0);  // (R-1)F
+  for (const auto& b : stats["bubble"]) EXPECT_NEAR(b.get<double>(), 3.0, 0.03);
+  for (const auto& p : stats["peak_activations"]) EXPECT_EQ(p, 8);
+}
+
 TEST(ScheduleCli, ValidatesAForeignCsv) {
   const std::string dir = testing::TempDir();
   const std::string good = dir + "/good.csv", bad = dir + "/bad.csv";

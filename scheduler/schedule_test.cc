@@ -118,6 +118,64 @@ TEST(Golden, GPipeAndInterleaved) {
             }));
 }
 
+TEST(Golden, ZBV_2Ranks_4Microbatches) {
+  // Rank r holds stage r (chunk 0, down) and 3-r (chunk 1, up); n = max(2R-1, M) = 4.
+  // Rank 0: 1 nF0 x3: 0F0 0F1 0F2 | 2 nF1F0 x0 | 3 nF1I1W1 x2: 3F0 3I0 3W0 3F1 3I1 3W1 |
+  //   4 steady F0 I0 W0 F1 I1 W1 until F1 has caught up with F0 (F0 stops at 4):
+  //   0F3 0I0 0W0 3F2 3I2 3W2, 0I1 0W1 3F3 3I3 3W3 | 5 nI0I1 x0 | 6 nI0W0 x2: 0I2 0W2 0I3
+  //   0W3 | 7 nothing left to drain.
+  // Rank 1: 1 x1: 1F0 | 2 x1: 2F0 1F1 | 3 x1: 2F1 2I0 2W0 | 4: 1F2 1I0 1W0 2F2 2I1 2W1,
+  //   1F3 1I1 1W1 2F3 2I2 2W2 | 5 x1: 1I2 2I3 | 6 x1: 1I3 1W2 | 7: 2W3, then 1W3.
+  EXPECT_EQ(Rows(Build("zbv", 2, 4).rank_actions),
+            (std::vector<std::string>{
+                "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 3I3 "
+                "3W3 0I2 0W2 0I3 0W3",
+                "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 1I2 "
+                "2I3 1I3 1W2 2W3 1W3",
+            }));
+}
+
+TEST(Golden, ZBV_FewerMicrobatchesThanThePhasesNeed) {
+  // M = 2 < 2R-1 = 3: the program is the one for 3 micro-batches with every action of
+  // micro-batch 2 dropped. Rank 0: 0F0 0F1 (0F2) | 3F0 3I0 3W0 3F1 3I1 3W1 | steady: 0I0
+  //   0W0 (3F2 3I2 3W2) | nI0W0: 0I1 0W1 (0I2 0W2).
+  // Rank 1: 1F0 | 2F0 1F1 | 2F1 2I0 2W0 | steady: (1F2) 1I0 1W0 (2F2) 2I1 2W1 | nI0I1: 1I1
+  //   (2I2) | nI0W0: (1I2) 1W1 | drain: (2W2) (1W2).
+  EXPECT_EQ(Rows(Build("zbv", 2, 2).rank_actions),
+            (std::vector<std::string>{
+                "0F0 0F1 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 0I1 0W1",
+                "1F0 2F0 1F1 2F1 2I0 2W0 1I0 1W0 2I1 2W1 1I1 1W1",
+            }));
+}
+
+TEST(Golden, InterleavedZB_2Ranks_4Microbatches_2Chunks) {
+  // Rounds: max(1, 4/2) = 2 of 2 micro-batches. Rank r holds stages r and r+2. The k-th
+  // forward runs chunk (k/2)%2, the k-th input grad chunk 1-(k/2)%2.
+  // Rank 0: warm-up (2-1)*2 + 1 = 3: 0F0 0F1 2F0 | steady x5 F I W (rank 0 holds no W
+  //   back): 2F1 2I0 2W0, 0F2 2I1 2W1, 0F3 0I0 0W0, 2F2 0I1 0W1, 2F3 2I2 2W2 | cool-down:
+  //   2I3 2W3, 0I2 0W2, 0I3 0W3.
+  // Rank 1: warm-up 2: 1F0 1F1 | steady x6, its first W held back: 3F0 3I0, 3F1 3I1 3W0,
+  //   1F2 1I0 3W1, 1F3 1I1 1W0, 3F2 3I2 1W1, 3F3 3I3 3W2 | cool-down: 1I2 3W3, 1I3 1W2 |
+  //   drain: 1W3.
+  EXPECT_EQ(Rows(Build("interleaved_zb", 2, 4, 2).rank_actions),
+            (std::vector<std::string>{
+                "0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 0I1 0W1 2F3 2I2 2W2 2I3 "
+                "2W3 0I2 0W2 0I3 0W3",
+                "1F0 1F1 3F0 3I0 3F1 3I1 3W0 1F2 1I0 3W1 1F3 1I1 1W0 3F2 3I2 1W1 3F3 3I3 3W2 "
+                "1I2 3W3 1I3 1W2 1W3",
+            }));
+}
+
+TEST(Golden, LoopedBFS_2Ranks_3Microbatches_2Chunks) {
+  // Every micro-batch through one held stage before the next; backwards from the last held
+  // stage, newest micro-batch first.
+  EXPECT_EQ(Rows(Build("looped_bfs", 2, 3, 2).rank_actions),
+            (std::vector<std::string>{
+                "0F0 0F1 0F2 2F0 2F1 2F2 2B2 2B1 2B0 0B2 0B1 0B0",
+                "1F0 1F1 1F2 3F0 3F1 3F2 3B2 3B1 3B0 1B2 1B1 1B0",
+            }));
+}
+
 TEST(Layout, StageOwnershipAndLoss) {
   Schedule dual = Build("dualpipe", 4, 8);
   EXPECT_EQ(dual.num_stages, 4);
@@ -139,6 +197,28 @@ TEST(Layout, StageOwnershipAndLoss) {
   Schedule inter = Build("interleaved1f1b", 3, 6, 2);
   EXPECT_EQ(inter.rank_stages[1], (std::vector<int>{1, 4}));
   EXPECT_EQ(inter.LossRanks(), (std::vector<int>{2}));
+
+  // zbv places its chunks in dualpipev's V; the interleaved types loop.
+  Schedule zbv = Build("zbv", 3, 6);
+  EXPECT_EQ(zbv.num_stages, 6);
+  EXPECT_EQ(zbv.rank_stages[0], (std::vector<int>{0, 5}));
+  EXPECT_EQ(zbv.rank_stages[2], (std::vector<int>{2, 3}));
+  EXPECT_EQ(zbv.LossRanks(), (std::vector<int>{0}));
+  for (const std::string type : {"interleaved_zb", "looped_bfs"}) {
+    Schedule looped = Build(type, 3, 6, 3);
+    EXPECT_EQ(looped.num_stages, 9) << type;
+    EXPECT_EQ(looped.rank_stages[1], (std::vector<int>{1, 4, 7})) << type;
+    EXPECT_EQ(looped.LossRanks(), (std::vector<int>{2})) << type;
+  }
+}
+
+TEST(Request, PyTorchSpellingsNameTheSameTypes) {
+  EXPECT_EQ(*CanonicalType("ZBVZeroBubble"), "zbv");
+  EXPECT_EQ(*CanonicalType("ZB-V"), "zbv");
+  EXPECT_EQ(*CanonicalType("InterleavedZeroBubble"), "interleaved_zb");
+  EXPECT_EQ(*CanonicalType("interleaved-zb"), "interleaved_zb");
+  EXPECT_EQ(*CanonicalType("LoopedBFS"), "looped_bfs");
+  EXPECT_EQ(*CanonicalType("looped_bfs"), "looped_bfs");
 }
 
 TEST(Lower, InsertsMessagesOnlyAcrossRanks) {
@@ -176,7 +256,9 @@ TEST(Request, InvalidRequestsSayWhy) {
       {{"dualpipe", 4, 9}, "even number of micro-batches"},
       {{"dualpipev", 4, 7}, ">= 2*ranks (8)"},
       {{"interleaved1f1b", 4, 6, 2}, "divisible by ranks"},
-      {{"1f1b", 4, 8, 2}, "only interleaved1f1b takes chunks"},
+      {{"1f1b", 4, 8, 2}, "only interleaved1f1b, interleaved_zb and looped_bfs take chunks"},
+      {{"zbv", 4, 8, 2}, "take chunks > 1; zbv got 2"},
+      {{"interleaved_zb", 4, 9, 2}, "divisible by the number of rounds"},
       {{"1f1b", 0, 8}, "ranks must be"},
       {{"gpipe", 2, 0}, "micro-batches must be"},
       {{"interleaved1f1b", 2, 4, 0}, "chunks must be"},

@@ -16,7 +16,8 @@ namespace xhc::scheduler {
 
 std::string WriteTorchCsv(const std::vector<std::vector<Action>>& lists);
 
-// kInvalidArgument naming the row and cell of the first bad token.
+// kInvalidArgument naming the row and cell of the first bad token, or the first row (before
+// any trailing blank lines) without an action.
 absl::StatusOr<std::vector<std::vector<Action>>> ReadTorchCsv(const std::string& text);
 
 }  // namespace xhc::scheduler

@@ -58,5 +58,39 @@ TEST(TorchCsv, ToleratesEmptyCellsAndNamesBadCells) {
   EXPECT_FALSE(ReadTorchCsv("\n").ok());
 }
 
+// Regression (torch_csv_fuzzer, corpus crash-rank-without-actions): "," was one rank with no
+// actions, and WriteTorchCsv of it ("\n") read back as no rank at all.
+TEST(TorchCsv, RankWithoutActionsIsNamed) {
+  for (const char* text : {",", "0F0,0B0\n , ,\n1F0\n", "\n0F0\n"}) {
+    absl::StatusOr<std::vector<std::vector<Action>>> lists = ReadTorchCsv(text);
+    ASSERT_FALSE(lists.ok()) << text;
+    EXPECT_TRUE(absl::IsInvalidArgument(lists.status()));
+    EXPECT_NE(lists.status().message().find("has no actions"), std::string::npos)
+        << lists.status();
+  }
+  EXPECT_NE(ReadTorchCsv("0F0\n\n1F0\n").status().message().find("row 1 (rank 1)"),
+            std::string::npos);
+}
+
+// Regression (torch_csv_fuzzer, corpus oom-stage-50022502): "50022502F0" made
+// ScheduleFromActions allocate a 50022502-row ownership table (1.2 GB), and INT_MAX as an
+// index overflowed its + 1. Indices are now bounded by the forwards actually listed.
+TEST(TorchCsv, IndicesBeyondTheListedForwardsAreRefusedBeforeAllocating) {
+  for (const char* text : {"50022502F0\n", "0F2147483647\n", "2147483647F2147483647\n",
+                           "0F0,1F5\n"}) {
+    absl::StatusOr<std::vector<std::vector<Action>>> lists = ReadTorchCsv(text);
+    ASSERT_TRUE(lists.ok()) << text << lists.status();
+    absl::StatusOr<Schedule> s = ScheduleFromActions(*lists);
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_TRUE(absl::IsInvalidArgument(s.status()));
+    EXPECT_NE(s.status().message().find("forwards, but only"), std::string::npos) << s.status();
+  }
+  absl::StatusOr<std::vector<std::vector<Action>>> ok = ReadTorchCsv("0F0,0F1,0B0,0B1\n");
+  ASSERT_TRUE(ok.ok());
+  absl::StatusOr<Schedule> s = ScheduleFromActions(*ok);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->num_microbatches, 2);
+}
+
 }  // namespace
 }  // namespace xhc::scheduler

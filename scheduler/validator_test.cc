@@ -23,7 +23,9 @@ std::vector<int> MicrobatchCounts(int ranks) {
 TEST(ValidatorSweep, EveryTypeRanksAndMicrobatchesValidatesAndSimulates) {
   const Sweep sweeps[] = {{"gpipe", 1},           {"1f1b", 1},           {"zb1p", 1},
                           {"interleaved1f1b", 1}, {"interleaved1f1b", 2}, {"interleaved1f1b", 3},
-                          {"dualpipe", 1},        {"dualpipev", 1}};
+                          {"dualpipe", 1},        {"dualpipev", 1},       {"zbv", 1},
+                          {"interleaved_zb", 1},  {"interleaved_zb", 2},  {"interleaved_zb", 3},
+                          {"looped_bfs", 1},      {"looped_bfs", 2},      {"looped_bfs", 3}};
   int num_built = 0, num_rejected = 0;
   for (const Sweep& sweep : sweeps) {
     for (int ranks = 1; ranks <= 8; ++ranks) {
@@ -35,7 +37,7 @@ TEST(ValidatorSweep, EveryTypeRanksAndMicrobatchesValidatesAndSimulates) {
           // Only the documented restrictions may reject a request.
           EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << what;
           EXPECT_TRUE(sweep.type == "dualpipe" || sweep.type == "dualpipev" ||
-                      sweep.type == "interleaved1f1b")
+                      sweep.type == "interleaved1f1b" || sweep.type == "interleaved_zb")
               << what << ": " << s.status();
           ++num_rejected;
           continue;
@@ -50,7 +52,7 @@ TEST(ValidatorSweep, EveryTypeRanksAndMicrobatchesValidatesAndSimulates) {
       }
     }
   }
-  EXPECT_GT(num_built, 300);
+  EXPECT_GT(num_built, 550);
   EXPECT_GT(num_rejected, 50);
 }
 

@@ -89,6 +89,7 @@ int Main(const std::string& config_path, const std::string& dir) {
 
 int main(int argc, char** argv) {
   xhc::MaybeReexecWithTunedEnv(argv);
+  xhc::KeepFreedMemoryInProcess();
   std::string config = "configs/quickstart.yaml", dir = "/tmp/xhc-checkpoint-bench";
   if (const char* d = std::getenv("BUILD_WORKING_DIRECTORY"); d != nullptr) chdir(d);
   for (int i = 1; i + 1 < argc; i += 2) {

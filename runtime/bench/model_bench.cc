@@ -193,7 +193,15 @@ int Main(const Options& o) {
 
 int main(int argc, char** argv) {
   xhc::MaybeReexecWithTunedEnv(argv);
+  xhc::KeepFreedMemoryInProcess();
   xhc::Options o;
+  // Flags come in pairs; a lone one (--help included) gets the usage, not a silent default run.
+  if (argc % 2 == 0) {
+    std::fprintf(stderr,
+                 "usage: model_bench [--variants vanilla,...] [--phases 0|1] [--d_model C] "
+                 "[--layers L] [--seq T] [--batch B] [--rounds R]\n");
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--variants")) {
       o.variants = argv[i + 1];

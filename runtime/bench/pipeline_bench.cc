@@ -152,6 +152,12 @@ int Main(const Options& o, const std::string& xhc) {
 
 int main(int argc, char** argv) {
   xhc::Options o;
+  // Flags come in pairs; a lone one (--help included) gets the usage, not a silent default run.
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "usage: pipeline_bench [--residual TYPE] [--out DIR] [--steps S] "
+                         "[--warmup W]\n");
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--residual")) o.residual = argv[i + 1];
     else if (!std::strcmp(argv[i], "--out")) o.out = argv[i + 1];

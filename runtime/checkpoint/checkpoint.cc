@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
+#include "base/status_macros.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/manifest_json.h"
-#include "base/status_macros.h"
+#include "runtime/checkpoint/step_names.h"
 
 namespace xhc {
 namespace fs = std::filesystem;
@@ -42,15 +42,6 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& step_dir) {
   return DecodeManifest(*text, path);
 }
 
-int64_t StepOf(const std::string& name) {
-  int64_t step = -1;
-  absl::string_view rest = name;
-  if (!absl::ConsumePrefix(&rest, "step-")) return -1;
-  if (rest.empty() || rest.find_first_not_of("0123456789") != absl::string_view::npos) return -1;
-  step = std::stoll(std::string(rest));
-  return step;
-}
-
 void Prune(const std::string& root, int64_t newest_step, int keep) {
   std::vector<std::string> committed = CommittedStepDirs(root);
   for (size_t i = static_cast<size_t>(keep); i < committed.size(); ++i) {
@@ -60,7 +51,7 @@ void Prune(const std::string& root, int64_t newest_step, int keep) {
   // Unfinished older steps (no manifest) can never become valid: remove them too.
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const int64_t step = StepOf(entry.path().filename().string());
+    const int64_t step = StepOfDirName(entry.path().filename().string());
     if (step >= 0 && step < newest_step && !fs::exists(entry.path() / kManifest)) {
       fs::remove_all(entry.path(), ec);
     }
@@ -69,15 +60,11 @@ void Prune(const std::string& root, int64_t newest_step, int keep) {
 
 }  // namespace
 
-std::string StepDirName(int64_t step) { return absl::StrFormat("step-%06d", step); }
-
 absl::StatusOr<ShardRecord> WriteShard(const std::string& step_dir, const std::string& file,
-                                       const std::vector<TensorView>& tensors) {
-  std::error_code ec;
-  fs::create_directories(step_dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("create ", step_dir, ": ", ec.message()));
+                                       const std::vector<TensorView>& tensors, FileSystem& files) {
+  RETURN_IF_ERROR(WithFreeSpace(files.CreateDirs(step_dir), files, step_dir));
   const std::string bytes = EncodeSafetensors(tensors, {{"format", "pt"}});
-  RETURN_IF_ERROR(WriteFileAtomic((fs::path(step_dir) / file).string(), bytes));
+  RETURN_IF_ERROR(WriteFileAtomic((fs::path(step_dir) / file).string(), bytes, files));
   ShardRecord record;
   record.file = file;
   record.bytes = static_cast<int64_t>(bytes.size());
@@ -87,18 +74,66 @@ absl::StatusOr<ShardRecord> WriteShard(const std::string& step_dir, const std::s
   return record;
 }
 
-absl::Status CommitCheckpoint(const std::string& root, const Manifest& manifest, int keep) {
-  const std::string step_dir = (fs::path(root) / StepDirName(manifest.step)).string();
+absl::Status AbandonCheckpoint(const std::string& root, int64_t step, FileSystem& files) {
+  const std::string name = StepDirName(step);
+  absl::StatusOr<std::string> latest = LatestStepDir(root);
+  if (latest.ok() && fs::path(*latest).filename() == name) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(root, ": not abandoning ", name, ", LATEST names it"));
+  }
+  return files.RemoveAll((fs::path(root) / name).string());
+}
+
+namespace {
+
+// Moves LATEST to `name`. LATEST keeps a second name, LATEST.prev, while it is replaced, so a
+// failure after the rename (the directory fsync) can still put the old pointer back.
+absl::Status MoveLatest(const std::string& root, const std::string& name, FileSystem& files) {
+  const std::string latest = (fs::path(root) / kLatest).string();
+  const std::string prev = latest + ".prev";
+  RETURN_IF_ERROR(files.RemoveAll(prev));  // left by a crash during an earlier commit
+  const bool had_latest = files.Exists(latest);
+  if (had_latest) RETURN_IF_ERROR(WithFreeSpace(files.Link(latest, prev), files, root));
+  absl::Status s = WriteFileAtomic(latest, name + "\n", files);
+  if (s.ok()) {
+    files.RemoveAll(prev).IgnoreError();
+    return s;
+  }
+  absl::Status restored = had_latest ? files.Rename(prev, latest) : files.RemoveAll(latest);
+  // rename(2) of two links to one file does nothing: then the old LATEST never moved.
+  files.RemoveAll(prev).IgnoreError();
+  if (!restored.ok()) {
+    return absl::DataLossError(absl::StrCat(s.message(), "; and restoring ", latest,
+                                            " failed: ", restored.message()));
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::Status CommitCheckpoint(const std::string& root, const Manifest& manifest, int keep,
+                              FileSystem& files) {
+  const std::string name = StepDirName(manifest.step);
+  const std::string step_dir = (fs::path(root) / name).string();
   for (const ShardRecord& s : manifest.shards) {
-    if (!fs::exists(fs::path(step_dir) / s.file)) {
+    if (!files.Exists((fs::path(step_dir) / s.file).string())) {
       return absl::FailedPreconditionError(
           absl::StrCat("commit of ", step_dir, ": shard ", s.file, " is not durable yet"));
     }
   }
-  RETURN_IF_ERROR(
-      WriteFileAtomic((fs::path(step_dir) / kManifest).string(), EncodeManifest(manifest)));
-  RETURN_IF_ERROR(WriteFileAtomic((fs::path(root) / kLatest).string(),
-                                  StepDirName(manifest.step) + "\n"));
+  absl::Status s =
+      WriteFileAtomic((fs::path(step_dir) / kManifest).string(), EncodeManifest(manifest), files);
+  if (s.ok()) s = MoveLatest(root, name, files);
+  if (!s.ok()) {
+    // MoveLatest put LATEST back, so the step can be removed: it was never committed.
+    absl::Status removed = AbandonCheckpoint(root, manifest.step, files);
+    absl::StatusOr<std::string> latest = LatestStepDir(root);
+    return absl::Status(
+        s.code(), absl::StrCat("checkpoint step ", manifest.step, " not committed (",
+                               removed.ok() ? "removed " + step_dir : removed.message(),
+                               "; LATEST names ", latest.ok() ? *latest : "no step", "): ",
+                               s.message()));
+  }
   Prune(root, manifest.step, keep);
   return absl::OkStatus();
 }
@@ -144,7 +179,7 @@ std::vector<std::string> CommittedStepDirs(const std::string& root) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const int64_t step = StepOf(entry.path().filename().string());
+    const int64_t step = StepOfDirName(entry.path().filename().string());
     if (step >= 0 && fs::exists(entry.path() / kManifest)) {
       found.emplace_back(step, entry.path().string());
     }
@@ -158,10 +193,7 @@ std::vector<std::string> CommittedStepDirs(const std::string& root) {
 absl::StatusOr<std::string> LatestStepDir(const std::string& root) {
   absl::StatusOr<std::string> text = ReadWholeFile((fs::path(root) / kLatest).string());
   if (!text.ok()) return absl::NotFoundError(absl::StrCat(root, ": no LATEST checkpoint"));
-  std::string name(absl::StripAsciiWhitespace(*text));
-  if (StepOf(name) < 0) {
-    return absl::DataLossError(absl::StrCat(root, "/LATEST: '", name, "' is not a step name"));
-  }
+  ASSIGN_OR_RETURN(std::string name, ParseLatest(*text, (fs::path(root) / kLatest).string()));
   return (fs::path(root) / name).string();
 }
 

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/checkpoint/file_system.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/step_names.h"
 
 namespace xhc {
 
@@ -38,16 +40,25 @@ struct Manifest {
   std::string layout;            // who wrote it, e.g. "single-process", "4 ranks dualpipev"
 };
 
-// "step-000120".
-std::string StepDirName(int64_t step);
-
-// Writes one shard (safetensors, atomic + fsync) into `step_dir` (created if needed).
+// Writes one shard (safetensors, atomic + fsync) into `step_dir` (created if needed). On a
+// failure the shard's temporary file is gone; the caller abandons the step
+// (AbandonCheckpoint). A full disk is kResourceExhausted naming the file and the free space.
 absl::StatusOr<ShardRecord> WriteShard(const std::string& step_dir, const std::string& file,
-                                       const std::vector<TensorView>& tensors);
+                                       const std::vector<TensorView>& tensors,
+                                       FileSystem& files = DefaultFileSystem());
 
 // Writes MANIFEST.json for `manifest.step` under `root`, then moves LATEST to it, then
-// deletes committed steps older than the newest `keep` (and stale unfinished ones).
-absl::Status CommitCheckpoint(const std::string& root, const Manifest& manifest, int keep);
+// deletes committed steps older than the newest `keep` (and stale unfinished ones). On any
+// failure (a full disk at any write or fsync) the step is not committed: its directory is
+// removed, LATEST is put back to the step it named before (or removed if there was none),
+// and the error says so; nothing else under `root` changes.
+absl::Status CommitCheckpoint(const std::string& root, const Manifest& manifest, int keep,
+                              FileSystem& files = DefaultFileSystem());
+
+// Removes the unfinished directory of `step` under `root` (after a failed shard write or
+// commit), unless LATEST names it. Removals need no free space, so this works on a full disk.
+absl::Status AbandonCheckpoint(const std::string& root, int64_t step,
+                               FileSystem& files = DefaultFileSystem());
 
 struct LoadedCheckpoint {
   std::string dir;

@@ -5,7 +5,9 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "absl/strings/str_replace.h"
 #include "runtime/checkpoint/file_io.h"
+#include "runtime/checkpoint/manifest_json.h"
 
 namespace xhc {
 namespace fs = std::filesystem;
@@ -147,6 +149,59 @@ TEST(Safetensors, RejectsGarbageHeader) {
   std::string good = EncodeSafetensors({{"a", {2}, v}}, {});
   good.resize(good.size() - 4);  // truncated data
   EXPECT_EQ(DecodeSafetensors(good, "x").status().code(), absl::StatusCode::kDataLoss);
+}
+
+// Regression (latest_fuzzer, corpus crash-step-beyond-int64): std::stoll threw out_of_range
+// on a LATEST naming a step beyond int64, an uncaught exception that ended the process.
+TEST_F(CheckpointTest, LatestBeyondInt64IsNamedNotThrown) {
+  WriteStep(1);
+  std::ofstream(root_ + "/LATEST") << "step-" << std::string(90, '5') << "\n";
+  absl::StatusOr<std::string> latest = LatestStepDir(root_);
+  ASSERT_FALSE(latest.ok());
+  EXPECT_TRUE(absl::IsDataLoss(latest.status())) << latest.status();
+  EXPECT_NE(latest.status().message().find(root_ + "/LATEST: 'step-555"), std::string::npos)
+      << latest.status();
+  EXPECT_EQ(StepOfDirName("step-" + std::string(90, '5')), -1);
+  EXPECT_EQ(StepOfDirName("step-9223372036854775807"), INT64_MAX);
+  std::vector<std::string> warnings;
+  absl::StatusOr<LoadedCheckpoint> loaded = LoadNewestValid(root_, &warnings);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->manifest.step, 1);
+}
+
+// A manifest from elsewhere must not send the loader outside the step directory, and its
+// numbers must be possible; each refusal is kDataLoss naming the manifest and the field.
+TEST_F(CheckpointTest, HostileManifestFieldsAreRefused) {
+  const std::string good = R"({"format_version": 1, "step": 3, "config_yaml": "", "sampler":
+      {"step": 3}, "rng": {}, "shards": [{"file": "FILE", "bytes": BYTES, "xxhash64": "HASH",
+      "tensors": []}]})";
+  auto make = [&](const std::string& file, const std::string& bytes, const std::string& hash) {
+    return absl::StrReplaceAll(good, {{"FILE", file}, {"BYTES", bytes}, {"HASH", hash}});
+  };
+  ASSERT_TRUE(DecodeManifest(make("chunk-0.safetensors", "8", "0123456789abcdef"), "m").ok());
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {make("../../../etc/passwd", "8", "0123456789abcdef"), "is not a plain file name"},
+      {make("/etc/passwd", "8", "0123456789abcdef"), "is not a plain file name"},
+      {make("..", "8", "0123456789abcdef"), "is not a plain file name"},
+      {make("", "8", "0123456789abcdef"), "is not a plain file name"},
+      {make("a.safetensors", "-1", "0123456789abcdef"), "bytes -1 is not an integer in [0, 2^63)"},
+      // Regression (manifest_fuzzer, corpus crash-step-is-huge-float): get<int64_t>() of
+      // 1.2e59 was an undefined float-to-integer conversion.
+      {make("a.safetensors", "1.2e59", "0123456789abcdef"), "bytes 1.2e+59 is not an integer"},
+      {make("a.safetensors", "18446744073709551615", "0123456789abcdef"), "is not an integer"},
+      {absl::StrReplaceAll(make("a", "8", "0123456789abcdef"), {{"\"step\": 3,", "\"step\": 1e30,"}}),
+       "step 1e+30 is not an integer"},
+      {make("a.safetensors", "8", "../x"), "is not 16 lowercase hex digits"},
+      {absl::StrReplaceAll(make("a", "8", "0123456789abcdef"), {{"\"step\": 3,", "\"step\": -3,"}}),
+       "step -3 is not an integer in [0, 2^63)"},
+  };
+  for (const auto& [text, why] : bad) {
+    absl::StatusOr<Manifest> m = DecodeManifest(text, "dir/MANIFEST.json");
+    ASSERT_FALSE(m.ok()) << text;
+    EXPECT_TRUE(absl::IsDataLoss(m.status())) << m.status();
+    EXPECT_NE(m.status().message().find("dir/MANIFEST.json: "), std::string::npos);
+    EXPECT_NE(m.status().message().find(why), std::string::npos) << m.status();
+  }
 }
 
 }  // namespace

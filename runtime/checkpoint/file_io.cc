@@ -1,11 +1,8 @@
 #include "runtime/checkpoint/file_io.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -14,50 +11,45 @@
 #include "absl/strings/str_format.h"
 
 namespace xhc {
-namespace {
 
-absl::Status Errno(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+absl::Status WithFreeSpace(absl::Status status, FileSystem& fs, const std::string& dir) {
+  if (!absl::IsResourceExhausted(status)) return status;
+  // A directory that could not be created has no filesystem yet: ask its nearest ancestor.
+  std::string holder = dir;
+  while (!fs.Exists(holder) && std::filesystem::path(holder).has_parent_path() &&
+         std::filesystem::path(holder).parent_path() != holder) {
+    holder = std::filesystem::path(holder).parent_path().string();
+  }
+  absl::StatusOr<uint64_t> free = fs.FreeBytes(holder);
+  const std::string space =
+      free.ok() ? absl::StrFormat("%.1f MiB (%d bytes) free", *free / 1048576.0, *free)
+                : absl::StrCat("free space unknown (", free.status().message(), ")");
+  return absl::ResourceExhaustedError(
+      absl::StrCat(status.message(), "; ", space, " on the filesystem holding ", holder));
 }
 
-}  // namespace
+absl::Status SyncDir(const std::string& dir) { return DefaultFileSystem().SyncDir(dir); }
 
-absl::Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return Errno("open directory", dir);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return Errno("fsync directory", dir);
-  return absl::OkStatus();
-}
-
-absl::Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Errno("create", tmp);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Errno("write", tmp);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Errno("fsync", tmp);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Errno("rename to", path);
-  }
+absl::Status WriteFileAtomic(const std::string& path, const std::string& bytes, FileSystem& fs) {
   std::string dir = std::filesystem::path(path).parent_path().string();
-  return SyncDir(dir.empty() ? "." : dir);
+  if (dir.empty()) dir = ".";
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  absl::StatusOr<std::unique_ptr<WritableFile>> file = fs.NewWritableFile(tmp);
+  if (!file.ok()) {
+    fs.RemoveAll(tmp).IgnoreError();  // a failed create may still have made the entry
+    return WithFreeSpace(file.status(), fs, dir);
+  }
+  absl::Status s = (*file)->Append(bytes);
+  if (s.ok()) s = (*file)->Sync();
+  absl::Status closed = (*file)->Close();
+  if (s.ok()) s = closed;
+  if (s.ok()) s = fs.Rename(tmp, path);
+  if (!s.ok()) {
+    // Nothing half-written stays behind: `path` still holds its old content (or nothing).
+    fs.RemoveAll(tmp).IgnoreError();
+    return WithFreeSpace(s, fs, dir);
+  }
+  return WithFreeSpace(fs.SyncDir(dir), fs, dir);
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {

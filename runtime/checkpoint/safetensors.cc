@@ -1,6 +1,7 @@
 #include "runtime/checkpoint/safetensors.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -28,11 +29,35 @@ absl::StatusOr<Tensor> DecodeEntry(const std::string& name, const nlohmann::json
                                                    entry["dtype"].dump(), ", expected F32"));
   }
   Tensor t;
-  for (const auto& d : entry["shape"]) {
+  const auto& shape = entry["shape"];
+  if (!shape.is_array()) return Corrupt(origin, absl::StrCat("tensor '", name, "': bad shape"));
+  // Elements counted with an overflow check against what the file holds: a shape claiming
+  // 2^60 bytes is refused here, before anything is allocated (found by hand-written inputs
+  // in the fuzz corpus; the product overflowed int64 before).
+  // The product of the non-zero dims must fit too: NumElements (int64, left to right) is
+  // used on the shape later, and [2^62, 4, 0] holds no elements yet overflows it.
+  constexpr uint64_t kMaxProduct = static_cast<uint64_t>(INT64_MAX) / sizeof(float);
+  uint64_t numel = 1, nonzero = 1;
+  for (const auto& d : shape) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0) {
       return Corrupt(origin, absl::StrCat("tensor '", name, "': bad shape"));
     }
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim == 0) {
+      numel = 0;
+    } else if (nonzero > kMaxProduct / dim) {
+      return Corrupt(origin, absl::StrCat("tensor '", name, "': shape ", shape.dump(),
+                                          " overflows 64-bit sizes"));
+    } else {
+      nonzero *= dim;
+      numel *= dim;
+    }
     t.shape.push_back(d.get<int64_t>());
+  }
+  if (numel > data_size / sizeof(float)) {
+    return Corrupt(origin, absl::StrCat("tensor '", name, "': shape ", shape.dump(),
+                                        " needs more than the ", data_size,
+                                        " data bytes in the file"));
   }
   const auto& off = entry["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
@@ -40,14 +65,16 @@ absl::StatusOr<Tensor> DecodeEntry(const std::string& name, const nlohmann::json
     return Corrupt(origin, absl::StrCat("tensor '", name, "': bad data_offsets"));
   }
   const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
-  const uint64_t want = static_cast<uint64_t>(NumElements(t.shape)) * sizeof(float);
+  const uint64_t want = numel * sizeof(float);
   if (begin > end || end > data_size || end - begin != want) {
     return Corrupt(origin, absl::StrCat("tensor '", name, "': data_offsets [", begin, ", ", end,
                                         ") do not fit ", data_size, " data bytes / ", want,
                                         " expected"));
   }
-  t.values.resize(static_cast<size_t>(NumElements(t.shape)));
-  std::memcpy(t.values.data(), data + begin, want);
+  t.values.resize(static_cast<size_t>(numel));
+  // An empty tensor has no buffer: memcpy from/to null is undefined even for 0 bytes
+  // (found by safetensors_fuzzer).
+  if (want > 0) std::memcpy(t.values.data(), data + begin, want);
   return t;
 }
 
@@ -103,6 +130,8 @@ absl::StatusOr<SafetensorsContents> DecodeSafetensors(const std::string& bytes,
   const uint64_t data_size = bytes.size() - 8 - len;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
+      // iterator::key() throws on a non-object (found by safetensors_fuzzer's corpus).
+      if (!it->is_object()) return Corrupt(origin, "__metadata__ is not a JSON object");
       for (auto m = it->begin(); m != it->end(); ++m) {
         if (m->is_string()) out.metadata[m.key()] = m->get<std::string>();
       }

@@ -18,14 +18,27 @@
 namespace xhc::cli {
 namespace {
 
+constexpr char kScheduleCsvHelp[] =
+    "run this PyTorch-format schedule CSV (placement read from it) instead of "
+    "pipeline.schedule";
+
+// --schedule-csv FILE takes the place of the config's schedule. Workers get the CSV's text
+// from the controller, so the flag need not reach them.
+void UseScheduleCsvFlag(const Flags& flags, Config& config) {
+  if (!flags.Has("schedule-csv")) return;
+  config.pipeline.schedule_csv = flags.Get("schedule-csv");
+  config.pipeline.chunks = 1;
+}
+
 absl::Status Launch(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    ParseFlagsOrHelp("launch",
                                     "--config FILE [--workers R] [--steps N] [--out DIR] "
-                                    "[--resume RUN_DIR]",
+                                    "[--resume RUN_DIR] [--schedule-csv FILE]",
                                     args,
                                     {{"config", "job config (YAML)"},
                                      {"workers", "worker processes (default pipeline.workers)"},
+                                     {"schedule-csv", kScheduleCsvHelp},
                                      {"steps", "override train.steps"},
                                      {"out", "run directory (default runs/launch-<time>)"},
                                      {"resume", "continue the job in RUN_DIR from its last "
@@ -41,13 +54,17 @@ absl::Status Launch(const std::vector<std::string>& args) {
   }
   if (config_path.empty()) return absl::InvalidArgumentError("missing required flag --config");
   ASSIGN_OR_RETURN(Config config, LoadConfigFile(config_path));
+  UseScheduleCsvFlag(flags, config);
   ASSIGN_OR_RETURN(int64_t workers, flags.GetInt("workers", 0));
   o.workers = static_cast<int>(workers);
   ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
+  const std::string schedule = config.pipeline.schedule_csv.empty()
+                                   ? config.pipeline.schedule
+                                   : "CSV " + config.pipeline.schedule_csv;
   std::printf("xhc launch: %s residual, %d workers, %s schedule; run directory %s\n",
               ResidualTypeName(config.model.residual.type).c_str(),
-              o.workers > 0 ? o.workers : config.pipeline.workers,
-              config.pipeline.schedule.c_str(), o.out_dir.c_str());
+              o.workers > 0 ? o.workers : config.pipeline.workers, schedule.c_str(),
+              o.out_dir.c_str());
   std::fflush(stdout);
   RETURN_IF_ERROR(launch::RunLaunch(config, o));
   std::printf("done: metrics %s/metrics.jsonl, trace %s/trace.json, checkpoints %s/checkpoints\n",
@@ -135,6 +152,7 @@ absl::Status Controller(const std::vector<std::string>& args) {
                        {{"config", "job config (YAML)", false, true},
                         {"listen", "address to serve on (default 127.0.0.1:7070)"},
                         {"workers", "workers to wait for (default pipeline.workers)"},
+                        {"schedule-csv", kScheduleCsvHelp},
                         {"steps", "override train.steps"},
                         {"out", "run directory (default runs/job)"},
                         {"resume", "continue from OUT's last committed checkpoint", true, false},
@@ -143,6 +161,7 @@ absl::Status Controller(const std::vector<std::string>& args) {
                         {"tls-key", "server key (PEM)"},
                         {"tls-client-ca", "require client certificates signed by this CA"}}));
   ASSIGN_OR_RETURN(Config config, LoadConfigFile(flags.Get("config")));
+  UseScheduleCsvFlag(flags, config);
   controller::ControllerOptions o;
   ASSIGN_OR_RETURN(int64_t workers, flags.GetInt("workers", config.pipeline.workers));
   o.workers = static_cast<int>(workers);

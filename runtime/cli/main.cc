@@ -40,6 +40,7 @@ void Usage() {
 
 int main(int argc, char** argv) {
   xhc::MaybeReexecWithTunedEnv(argv);
+  xhc::KeepFreedMemoryInProcess();
   // Under `bazel run`, relative paths mean the caller's directory, not the runfiles tree.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr) {
     if (chdir(dir) != 0) std::perror("chdir to BUILD_WORKING_DIRECTORY");

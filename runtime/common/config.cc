@@ -145,10 +145,18 @@ absl::Status ReadData(ConfigReader& r, DataConfig* d) {
 absl::Status ReadRest(ConfigReader& root, Config* c) {
   ConfigReader p({}, ""), ck({}, ""), f({}, "");
   RETURN_IF_ERROR(root.Child("pipeline", &p));
+  const bool has_schedule = p.Has("schedule"), has_chunks = p.Has("chunks");
   RETURN_IF_ERROR(p.Get("schedule", &c->pipeline.schedule));
   RETURN_IF_ERROR(p.Get("workers", &c->pipeline.workers));
   RETURN_IF_ERROR(p.Get("chunks", &c->pipeline.chunks));
+  RETURN_IF_ERROR(p.Get("schedule_csv", &c->pipeline.schedule_csv));
   RETURN_IF_ERROR(p.Finish());
+  if (!c->pipeline.schedule_csv.empty() && (has_schedule || has_chunks)) {
+    // The CSV says which stages each rank holds and in what order it runs them.
+    return Invalid("pipeline.schedule_csv",
+                   "the CSV is the schedule and its placement; remove pipeline.schedule and "
+                   "pipeline.chunks");
+  }
   if (c->pipeline.workers < 1) return Invalid("pipeline.workers", "must be >= 1");
   if (c->pipeline.chunks < 1) return Invalid("pipeline.chunks", "must be >= 1");
   RETURN_IF_ERROR(root.Child("checkpoint", &ck));

@@ -72,7 +72,11 @@ struct DataConfig {
 struct PipelineConfig {
   std::string schedule = "1f1b";
   int workers = 1;
-  int chunks = 1;  // interleaved 1f1b: stages per rank
+  int chunks = 1;  // looped types (interleaved1f1b, interleaved_zb, looped_bfs): stages per rank
+  // A PyTorch-format schedule CSV to run instead of a built-in type (runtime/plan): one row
+  // per rank; stage placement is read from it. A relative path is relative to the current
+  // directory. Excludes `schedule` and `chunks`.
+  std::string schedule_csv;
 };
 
 struct CheckpointConfig {

@@ -115,5 +115,31 @@ TEST(Config, ModelYamlRoundTripsAndHashes) {
   EXPECT_NE(ModelConfigHash(other), ModelConfigHash(c->model));
 }
 
+TEST(Config, ScheduleCsvExcludesABuiltInSchedule) {
+  absl::StatusOr<Config> c = ParseConfig("pipeline: {schedule_csv: /tmp/s.csv, workers: 2}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->pipeline.schedule_csv, "/tmp/s.csv");
+  ExpectRejected("pipeline: {schedule_csv: s.csv, schedule: zbv}\n", "pipeline.schedule_csv");
+  ExpectRejected("pipeline: {schedule_csv: s.csv, chunks: 2}\n", "pipeline.schedule_csv");
+}
+
+// Regressions (inputs in tests/fuzz/corpus/config_fuzzer/crash-*): a non-scalar key threw
+// YAML::TypedBadConversion out of ParseConfig (the process ended), and 4 * d_model and
+// 2 * n_layers overflowed int (UBSan). Each is now an error naming the key.
+TEST(Config, HostileYamlNamesTheKeyInsteadOfCrashing) {
+  ExpectRejected("model:\n  ? [a, b]\n  : 1\n", "model.?: a key must be a plain name");
+  ExpectRejected("? {x: 1}\n: 2\n", "a key must be a plain name");
+  ExpectRejected("model: {d_model: 1073741824, n_heads: 2, n_kv_heads: 1}\n",
+                 "model.d_model: 1073741824 is not in [2, 65536]");
+  ExpectRejected("model: {n_layers: 1500000000, residual: {type: xhc_flash, window: 4}}\n",
+                 "model.n_layers: 1500000000 is not in [1, 4096]");
+  ExpectRejected("model: {seq_len: 2147483647}\n", "model.seq_len");
+  ExpectRejected("model: {vocab_size: 2147483647}\n", "model.vocab_size");
+  ExpectRejected("model: {d_ff: 2147483647}\n", "model.d_ff");
+  absl::StatusOr<ModelConfig> m = ParseModelOnly("model:\n  ? [a]\n  : 1\n");
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(m.status())) << m.status();
+}
+
 }  // namespace
 }  // namespace xhc

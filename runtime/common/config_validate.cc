@@ -69,10 +69,25 @@ absl::Status ValidateWindow(const ModelConfig& m) {
 
 }  // namespace
 
+// Upper bounds far above any model this runtime trains, so that derived sizes (4 * d_model,
+// 2 * n_layers, seq_len + 1, products of them) cannot overflow int (4 * 2^30 did: found by
+// hand-written input in the config_fuzzer corpus).
+absl::Status CheckRange(const std::string& key, int value, int lo, int hi) {
+  if (value < lo || value > hi) {
+    return Invalid(key, absl::StrFormat("%d is not in [%d, %d]", value, lo, hi));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateModel(ModelConfig& m) {
   if (m.vocab_size < 2) return Invalid("vocab_size", "must be >= 2");
   if (m.d_model < 2) return Invalid("d_model", "must be >= 2");
   if (m.n_layers < 1) return Invalid("n_layers", "must be >= 1");
+  RETURN_IF_ERROR(CheckRange("vocab_size", m.vocab_size, 2, 1 << 24));
+  RETURN_IF_ERROR(CheckRange("d_model", m.d_model, 2, 1 << 16));
+  RETURN_IF_ERROR(CheckRange("n_layers", m.n_layers, 1, 1 << 12));
+  RETURN_IF_ERROR(CheckRange("d_ff", m.d_ff, 0, 1 << 20));
+  RETURN_IF_ERROR(CheckRange("seq_len", m.seq_len, 1, 1 << 20));
   if (m.n_heads < 1) return Invalid("n_heads", "must be >= 1");
   if (m.d_model % m.n_heads != 0) {
     return Invalid("n_heads", absl::StrFormat("%d heads do not divide d_model %d", m.n_heads,

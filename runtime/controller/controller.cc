@@ -94,6 +94,7 @@ absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::Regist
   resp.set_config_hash(config_hash_);
   for (int s : plan_.StagesOf(rank)) resp.add_stages(s);
   resp.set_actions(plan::DescribeRankActions(plan_, rank));
+  resp.set_schedule_csv(plan_.schedule_csv);
   resp.set_job_id(job_id_);
   resp.set_generation(generation_);
   resp.set_start_step(start_step_);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -37,11 +39,31 @@ std::vector<model::StageSpec> SplitLayers(int num_layers, int num_stages) {
 
 absl::StatusOr<JobPlan> MakePlan(const Config& config, int workers) {
   if (workers < 1) return absl::InvalidArgumentError("pipeline.workers: must be >= 1");
+  if (!config.pipeline.schedule_csv.empty()) {
+    const std::string& path = config.pipeline.schedule_csv;
+    std::ifstream in(path);
+    if (!in) {
+      return absl::NotFoundError(absl::StrCat("pipeline.schedule_csv: cannot read ", path));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    return MakePlanFromCsv(config, workers, text.str(), path);
+  }
   scheduler::ScheduleRequest request;
   request.type = config.pipeline.schedule;
   request.num_ranks = workers;
   request.num_microbatches = config.train.microbatches;
   request.num_chunks = config.pipeline.chunks;
+  // Too few micro-batches is the common mistake: say which keys to change, and to what.
+  if (absl::StatusOr<std::string> type = scheduler::CanonicalType(request.type); type.ok()) {
+    const int min_mbs = scheduler::MinMicrobatches(*type, workers);
+    if (config.train.microbatches < min_mbs) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "train.microbatches: ", config.train.microbatches, " is too few for pipeline.schedule ",
+          *type, " on pipeline.workers = ", workers, ": it needs train.microbatches >= ",
+          min_mbs, " (2 x workers); raise train.microbatches or lower pipeline.workers"));
+    }
+  }
   absl::StatusOr<scheduler::Schedule> schedule = scheduler::BuildSchedule(request);
   if (!schedule.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -50,6 +72,12 @@ absl::StatusOr<JobPlan> MakePlan(const Config& config, int workers) {
   }
   JobPlan plan;
   plan.schedule = *std::move(schedule);
+  plan.lowered = plan.schedule.Lower();
+  RETURN_IF_ERROR(PlaceLayers(config, workers, plan));
+  return plan;
+}
+
+absl::Status PlaceLayers(const Config& config, int workers, JobPlan& plan) {
   if (plan.schedule.num_stages > config.model.n_layers) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.n_layers: ", config.model.n_layers, " layers cannot fill ",
@@ -70,8 +98,7 @@ absl::StatusOr<JobPlan> MakePlan(const Config& config, int workers) {
   }
   plan.stages = SplitLayers(config.model.n_layers / unit, plan.schedule.num_stages);
   for (model::StageSpec& s : plan.stages) s.first_layer *= unit, s.num_layers *= unit;
-  plan.lowered = plan.schedule.Lower();
-  return plan;
+  return absl::OkStatus();
 }
 
 std::string DescribeRankActions(const JobPlan& plan, int rank) {

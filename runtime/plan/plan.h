@@ -17,6 +17,9 @@ namespace xhc::plan {
 
 struct JobPlan {
   scheduler::Schedule schedule;
+  // The PyTorch CSV the schedule was read from ("" for a built-in type): the controller hands
+  // it to the workers, which need no copy of the file.
+  std::string schedule_csv;
   std::vector<model::StageSpec> stages;                 // by global stage index
   std::vector<std::vector<scheduler::Action>> lowered;  // per rank, with communication
   int num_ranks() const { return schedule.num_ranks; }
@@ -33,8 +36,23 @@ std::vector<model::StageSpec> SplitLayers(int num_layers, int num_stages);
 
 // Builds the plan for `workers` ranks (config.pipeline.* otherwise). Errors are
 // kInvalidArgument naming the config key (pipeline.schedule, pipeline.workers,
-// train.microbatches, model.n_layers).
+// train.microbatches, model.n_layers). With pipeline.schedule_csv set, reads that file and
+// returns MakePlanFromCsv (kNotFound when it cannot be read).
 absl::StatusOr<JobPlan> MakePlan(const Config& config, int workers);
+
+// The plan of a PyTorch-format schedule CSV (scheduler/torch_csv.h): compute-only rows get
+// their sends and receives inserted (Schedule::Lower), rows with SEND/RECV run as written.
+// Stage placement is read from where each forward runs. Refused (kInvalidArgument, or
+// kFailedPrecondition for a deadlock; the message carries the validator's rank x step grid)
+// when the CSV does not parse, its rows are not pipeline.workers, its micro-batches are not
+// train.microbatches, or the validator rejects it. `source` names the CSV in messages.
+absl::StatusOr<JobPlan> MakePlanFromCsv(const Config& config, int workers,
+                                        const std::string& csv_text, const std::string& source);
+
+// Fills plan.stages: the model's layers over plan.schedule's stages (SplitLayers, whole layer
+// pairs for xhc_flash window 4). kInvalidArgument naming model.n_layers or
+// model.residual.window when the layers cannot fill the stages.
+absl::Status PlaceLayers(const Config& config, int workers, JobPlan& plan);
 
 // "0F0 1F0 ..." one line per rank: what the controller sends and workers compare.
 std::string DescribeRankActions(const JobPlan& plan, int rank);

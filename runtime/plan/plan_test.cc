@@ -59,6 +59,19 @@ TEST(Plan, BadRequestsNameTheKey) {
   expect(MakePlan(WithPipeline("1f1b", 4, 8), 0), "pipeline.workers");
 }
 
+TEST(Plan, TooFewMicrobatchesNamesTheKeys) {
+  for (const std::string type : {"dualpipev", "dualpipe"}) {
+    absl::StatusOr<JobPlan> p = MakePlan(WithPipeline(type, 8, 7), 4);
+    ASSERT_FALSE(p.ok()) << type;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(std::string(p.status().message()),
+              "train.microbatches: 7 is too few for pipeline.schedule " + type +
+                  " on pipeline.workers = 4: it needs train.microbatches >= 8 (2 x workers); "
+                  "raise train.microbatches or lower pipeline.workers");
+    EXPECT_TRUE(MakePlan(WithPipeline(type, 8, 8), 4).ok()) << type;
+  }
+}
+
 // xhc_flash window 4 spans two layers: stages hold whole layer pairs (spec 4.5), and a
 // pipeline that would need to cut a pair is refused naming the window key.
 TEST(Plan, FlashWindowsNeverStraddleAStage) {
@@ -84,6 +97,96 @@ TEST(Plan, FlashWindowsNeverStraddleAStage) {
       << too_many.status().message();
   c.model.residual.window = 2;  // one layer per window: any layer split is fine
   EXPECT_TRUE(MakePlan(c, 12).ok());
+}
+
+TEST(Plan, NewTypesPlaceTheirChunks) {
+  absl::StatusOr<JobPlan> zbv = MakePlan(WithPipeline("zbv", 8, 8), 4);
+  ASSERT_TRUE(zbv.ok()) << zbv.status();
+  EXPECT_EQ(zbv->StagesOf(0), (std::vector<int>{0, 7}));  // the V
+  EXPECT_EQ(zbv->StagesOf(3), (std::vector<int>{3, 4}));
+  Config looped = WithPipeline("interleaved_zb", 8, 8);
+  looped.pipeline.chunks = 2;
+  absl::StatusOr<JobPlan> izb = MakePlan(looped, 4);
+  ASSERT_TRUE(izb.ok()) << izb.status();
+  EXPECT_EQ(izb->StagesOf(1), (std::vector<int>{1, 5}));  // looped
+  looped.pipeline.schedule = "looped_bfs";
+  absl::StatusOr<JobPlan> bfs = MakePlan(looped, 4);
+  ASSERT_TRUE(bfs.ok()) << bfs.status();
+  EXPECT_EQ(bfs->StagesOf(2), (std::vector<int>{2, 6}));
+}
+
+// Exactly what `xhc schedule --type 1f1b --ranks 2 --microbatches 2 --format torch-csv` writes.
+constexpr char kOneFOneBCsv[] = "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n";
+
+TEST(PlanCsv, PlacementAndMessagesComeFromTheCsv) {
+  Config c = WithPipeline("1f1b", 4, 2);
+  absl::StatusOr<JobPlan> p = MakePlanFromCsv(c, 2, kOneFOneBCsv, "test.csv");
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<JobPlan> built = MakePlan(c, 2);
+  ASSERT_TRUE(built.ok());
+  // A compute-only CSV gets the sends and receives the built-in type would have.
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(DescribeRankActions(*p, r), DescribeRankActions(*built, r));
+  EXPECT_EQ(p->schedule_csv, kOneFOneBCsv);
+  EXPECT_EQ(p->schedule.type, "custom");
+  // Hand-placed: rank 0 holds stages 0 and 2, rank 1 stage 1; 2 micro-batches.
+  const std::string looped =
+      "0F0,0F1,2F0,2B0,2F1,2B1,0B0,0B1\n1F0,1F1,1B0,1B1\n";
+  p = MakePlanFromCsv(c, 2, looped, "looped.csv");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->StagesOf(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(p->StagesOf(1), (std::vector<int>{1}));
+  EXPECT_EQ(p->schedule.LossRanks(), (std::vector<int>{0}));
+  EXPECT_EQ(p->stages.size(), 3u);
+  // Rows with SEND/RECV run as written (peers filled in from the placement).
+  const std::string lowered =
+      "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0RECV_B1,0B0,0B1\n"
+      "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n";
+  p = MakePlanFromCsv(c, 2, lowered, "lowered.csv");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(DescribeRankActions(*p, 0),
+            "0F0@-1 0SEND_F0@1 0F1@-1 0SEND_F1@1 0RECV_B0@1 0RECV_B1@1 0B0@-1 0B1@-1");
+}
+
+TEST(PlanCsv, RefusesWithTheKeyAndTheGrid) {
+  Config c = WithPipeline("1f1b", 4, 2);
+  struct Bad {
+    std::string csv;
+    int workers;
+    std::string message;
+    absl::StatusCode code = absl::StatusCode::kInvalidArgument;
+  };
+  const Bad cases[] = {
+      {kOneFOneBCsv, 3, "has 2 rows (one per rank) but the job has 3 workers"},
+      {"0F0,0B0\n1F0,1B0\n", 2, "schedules 1 micro-batches but train.microbatches = 2"},
+      {"0F0,0X1\n1F0\n", 2, "csv row 0 (rank 0) cell 1"},
+      {"0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n", 2, "has 1 F, 0 B, 0 I, 0 W"},
+      // Rank 1 runs micro-batch 1 first while rank 0 waits for micro-batch 0's backward.
+      {"0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n", 2, ">>1F1<<",
+       absl::StatusCode::kFailedPrecondition},
+      // A lowered CSV whose send is never received.
+      {"0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0RECV_B1,0B0,0B1\n"
+       "1RECV_F0,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n",
+       2, "input is never received before use"},
+  };
+  for (const Bad& bad : cases) {
+    absl::StatusOr<JobPlan> p = MakePlanFromCsv(c, bad.workers, bad.csv, "bad.csv");
+    ASSERT_FALSE(p.ok()) << bad.message;
+    EXPECT_EQ(p.status().code(), bad.code) << p.status();
+    const std::string text(p.status().message());
+    EXPECT_EQ(text.rfind("pipeline.schedule_csv bad.csv: ", 0), 0u) << text;
+    EXPECT_NE(text.find(bad.message), std::string::npos) << text;
+  }
+  // Stages beyond the model's layers name the key.
+  absl::StatusOr<JobPlan> too_deep =
+      MakePlanFromCsv(WithPipeline("1f1b", 1, 2), 2, kOneFOneBCsv, "bad.csv");
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_NE(std::string(too_deep.status().message()).find("model.n_layers"), std::string::npos);
+  c.pipeline.schedule_csv = "/nonexistent/schedule.csv";
+  absl::StatusOr<JobPlan> missing = MakePlan(c, 2);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(std::string(missing.status().message()).find("pipeline.schedule_csv"),
+            std::string::npos);
 }
 
 }  // namespace

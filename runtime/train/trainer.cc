@@ -28,13 +28,23 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// A failed checkpoint (a full disk) stops the run: the step is not committed, its files are
+// removed, LATEST still names the previous checkpoint, and `--resume` continues from there
+// once there is space (README, "Disk full").
 absl::Status SaveCheckpoint(const Config& config, const std::string& out_dir, int64_t step,
-                            const model::ParamSetT<float>& params) {
+                            const model::ParamSetT<float>& params, FileSystem& files) {
   const std::string root = (fs::path(out_dir) / "checkpoints").string();
   const std::string step_dir = (fs::path(root) / StepDirName(step)).string();
   std::vector<float> zeros;
-  ASSIGN_OR_RETURN(ShardRecord shard,
-                   WriteShard(step_dir, "model.safetensors", ParamViews(params, true, &zeros)));
+  absl::StatusOr<ShardRecord> written =
+      WriteShard(step_dir, "model.safetensors", ParamViews(params, true, &zeros), files);
+  if (!written.ok()) {
+    AbandonCheckpoint(root, step, files).IgnoreError();
+    return absl::Status(written.status().code(),
+                        absl::StrCat("checkpoint step ", step, " not committed (removed ",
+                                     step_dir, "): ", written.status().message()));
+  }
+  ShardRecord shard = *std::move(written);
   Manifest m;
   m.step = step;
   m.config_yaml = config.source_yaml;
@@ -42,7 +52,7 @@ absl::Status SaveCheckpoint(const Config& config, const std::string& out_dir, in
   m.rng = {{"seed", absl::StrCat(config.train.seed)}};
   m.shards = {shard};
   m.layout = "single-process";
-  return CommitCheckpoint(root, m, config.checkpoint.keep);
+  return CommitCheckpoint(root, m, config.checkpoint.keep, files);
 }
 
 // Runs one optimizer step; returns the mean micro-batch loss.
@@ -154,7 +164,9 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
     const bool periodic = config.checkpoint.every > 0 && done % config.checkpoint.every == 0;
     const bool stopping = done == options.stop_after;
     if (periodic || done == total || stopping) {
-      RETURN_IF_ERROR(SaveCheckpoint(config, options.out_dir, done, params));
+      RETURN_IF_ERROR(SaveCheckpoint(
+          config, options.out_dir, done, params,
+          options.checkpoint_files ? *options.checkpoint_files : DefaultFileSystem()));
     }
     if (stopping) {
       result.end_step = done;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/checkpoint/file_system.h"
 #include "runtime/common/config.h"
 #include "runtime/data/corpus.h"
 #include "runtime/model/params.h"
@@ -26,6 +27,8 @@ struct TrainOptions {
   bool quiet = false;        // no per-step progress lines (tests)
   int64_t stop_after = -1;   // stop (after checkpointing) once this step is done; the LR
                              // schedule still spans `steps` (simulates an interruption)
+  // Where checkpoints are written; null: the real filesystem (tests pass a fault injector).
+  FileSystem* checkpoint_files = nullptr;
 };
 
 struct TrainResult {

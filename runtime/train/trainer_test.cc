@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/fault_file_system.h"
 
 namespace xhc::train {
 namespace fs = std::filesystem;
@@ -92,6 +93,51 @@ TEST(Training, CorruptLatestFallsBackAndMissingCorpusIsNamed) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(std::string(bad.status().message()).find("/nonexistent/corpus-*.txt"),
             std::string::npos);
+}
+
+// The policy for a full disk (README, "Disk full"): the run stops at the checkpoint that
+// cannot be written, that step is not committed and leaves nothing behind, LATEST still names
+// the previous checkpoint, and --resume once there is space ends bit-identical to a run that
+// never hit the fault.
+TEST(Training, DiskFullStopsAtTheCheckpointAndResumeLosesNothing) {
+  const Config config = TinyConfig("xhc");
+  const std::string straight = TempPath("disk_full_straight");
+  const std::string run = TempPath("disk_full");
+  fs::remove_all(straight);
+  fs::remove_all(run);
+  FaultFileSystem counter(DefaultFileSystem());
+  ASSERT_TRUE(RunTraining(config, {.out_dir = straight, .quiet = true,
+                                   .checkpoint_files = &counter}).ok());
+  // The disk fills up at the first write of the step-4 checkpoint and stays full.
+  int64_t first = -1;
+  for (size_t n = 0; n < counter.points().size() && first < 0; ++n) {
+    if (counter.points()[n].find("step-000004") != std::string::npos) first = n;
+  }
+  ASSERT_GT(first, 0);
+  FaultFileSystem full(DefaultFileSystem());
+  full.FailAt(first, /*sticky=*/true);
+  absl::StatusOr<TrainResult> stopped =
+      RunTraining(config, {.out_dir = run, .quiet = true, .checkpoint_files = &full});
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(stopped.status())) << stopped.status();
+  const std::string message(stopped.status().message());
+  EXPECT_NE(message.find("checkpoint step 4 not committed"), std::string::npos) << message;
+  EXPECT_NE(message.find(run + "/checkpoints/step-000004"), std::string::npos) << message;
+  EXPECT_NE(message.find("free on the filesystem holding"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(run + "/checkpoints/step-000004"));
+  absl::StatusOr<std::string> latest = LatestStepDir(run + "/checkpoints");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(fs::path(*latest).filename(), "step-000002");
+  for (const auto& e : fs::recursive_directory_iterator(run + "/checkpoints")) {
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  }
+  absl::StatusOr<TrainResult> resumed =
+      RunTraining(config, {.out_dir = run, .resume = true, .quiet = true});
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->start_step, 2);
+  const std::map<std::string, Tensor> want = FinalTensors(straight), got = FinalTensors(run);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, t] : want) EXPECT_EQ(got.at(name).values, t.values) << name;
 }
 
 }  // namespace

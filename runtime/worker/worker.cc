@@ -65,7 +65,13 @@ absl::StatusOr<plan::JobPlan> CheckAssignment(const Config& config,
   if (ModelConfigHash(config.model) != reg.config_hash()) {
     return absl::FailedPreconditionError("controller's config hash does not match its config");
   }
-  ASSIGN_OR_RETURN(plan::JobPlan plan, plan::MakePlan(config, reg.world_size()));
+  // A CSV schedule comes with the assignment: this host need not have the file (or the
+  // launch may have named it with --schedule-csv, outside the config).
+  ASSIGN_OR_RETURN(plan::JobPlan plan,
+                   reg.schedule_csv().empty()
+                       ? plan::MakePlan(config, reg.world_size())
+                       : plan::MakePlanFromCsv(config, reg.world_size(), reg.schedule_csv(),
+                                               "from the controller"));
   const std::string mine = plan::DescribeRankActions(plan, reg.rank());
   if (mine != reg.actions()) {
     return absl::FailedPreconditionError(absl::StrCat(

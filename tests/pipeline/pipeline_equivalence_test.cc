@@ -18,10 +18,29 @@ namespace {
 constexpr int kSteps = 20;
 
 struct Case {
-  std::string schedule;
+  std::string schedule;  // a built-in type, or a name for a hand-written CSV
   int ranks;
   int chunks = 1;
+  // How the schedule arrives: "" built in (pipeline.schedule); kExported / kExportedLowered:
+  // `xhc schedule --format torch-csv [--lowered]` of `schedule`, run with
+  // `xhc launch --schedule-csv`; anything else is the text of a hand-written CSV, run through
+  // the config key pipeline.schedule_csv.
+  std::string csv = "";
+  // When set, rank 0 must report holding exactly these stages ("0, 3"): the placement the
+  // plan gave it, so a CSV that was silently replaced by a built-in type fails.
+  std::string rank0_stages = "";
 };
+
+constexpr char kExported[] = "exported";
+constexpr char kExportedLowered[] = "exported-lowered";
+
+// Hand-written for this test (no built-in type makes it): 3 stages on 2 ranks, rank 0 holding
+// the first and the last (the loss), rank 1 the middle; the last stage splits its backward
+// into I and W, the others run full B's.
+constexpr char kHandWrittenCsv[] =
+    "0F0,0F1,2F0,2I0,0F2,2F1,2I1,2W0,0B0,0F3,2F2,2I2,2W1,0B1,0F4,2F3,2I3,2W2,0B2,0F5,2F4,"
+    "2I4,2W3,0B3,0F6,2F5,2I5,2W4,0B4,0F7,2F6,2I6,2W5,0B5,2F7,2I7,2W6,0B6,2W7,0B7\n"
+    "1F0,1F1,1B0,1F2,1B1,1F3,1B2,1F4,1B3,1F5,1B4,1F6,1B5,1F7,1B6,1B7\n";
 
 struct Variant {
   std::string name;
@@ -29,12 +48,25 @@ struct Variant {
   std::vector<Case> cases;
 };
 
-// Every schedule users can select, on 1, 2 and 4 ranks where it exists.
+// Every schedule users can select, on 1, 2 and 4 ranks where it exists; the types PyTorch
+// ships beyond the first six are a separate list so they can be run on their own
+// (--gtest_filter='*torch*').
 const std::vector<Case> kAllSchedules = {
     {"gpipe", 1},     {"gpipe", 2},       {"gpipe", 4},         {"1f1b", 1},
     {"1f1b", 2},      {"1f1b", 4},        {"interleaved1f1b", 2, 2},
     {"zb1p", 2},      {"zb1p", 4},        {"dualpipe", 2},      {"dualpipe", 4},
     {"dualpipev", 2}, {"dualpipev", 4}};
+// zbv: two chunks per rank in a V (8 stages on 4 ranks); the looped types: chunks r, r+R.
+const std::vector<Case> kTorchSchedules = {
+    {"zbv", 2, 1, "", "0, 3"},
+    {"zbv", 4, 1, "", "0, 7"},
+    {"interleaved_zb", 2, 2, "", "0, 2"},
+    {"interleaved_zb", 4, 2, "", "0, 4"},
+    {"looped_bfs", 2, 2, "", "0, 2"},
+    {"looped_bfs", 4, 2, "", "0, 4"},
+    {"zbv", 2, 1, kExported, "0, 3"},
+    {"interleaved_zb", 2, 2, kExportedLowered, "0, 2"},
+    {"hand_written_3_stages", 2, 1, kHandWrittenCsv, "0, 2"}};
 
 std::string ConfigYaml(const Variant& v, const std::string& corpus) {
   return absl::StrCat(
@@ -61,6 +93,34 @@ std::string FirstDifference(const std::map<std::string, Tensor>& want,
   return "";
 }
 
+// Writes the case's config (run + ".yaml") and its CSV, if any; returns the extra launch
+// arguments.
+std::string LaunchArgs(const Variant& v, const Case& c, const std::string& corpus,
+                       const std::string& run) {
+  const std::string cfg = run + ".yaml", csv = run + ".csv";
+  if (c.csv.empty()) {
+    WriteText(cfg, absl::StrCat(ConfigYaml(v, corpus), "pipeline: {schedule: ", c.schedule,
+                                ", workers: ", c.ranks, ", chunks: ", c.chunks, "}\n"));
+    return "";
+  }
+  if (c.csv == kExported || c.csv == kExportedLowered) {
+    const std::string log = run + ".export.log";
+    EXPECT_EQ(RunCommand(absl::StrCat(XhcBinary(), " schedule --type ", c.schedule, " --ranks ",
+                                      c.ranks, " --microbatches 8 --chunks ", c.chunks,
+                                      " --format torch-csv --out ", csv,
+                                      c.csv == kExportedLowered ? " --lowered" : ""),
+                         log),
+              0)
+        << ReadText(log);
+    WriteText(cfg, absl::StrCat(ConfigYaml(v, corpus), "pipeline: {workers: ", c.ranks, "}\n"));
+    return " --schedule-csv " + csv;
+  }
+  WriteText(csv, c.csv);
+  WriteText(cfg, absl::StrCat(ConfigYaml(v, corpus), "pipeline: {workers: ", c.ranks,
+                              ", schedule_csv: ", csv, "}\n"));
+  return "";
+}
+
 class PipelineEquivalence : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
@@ -83,13 +143,20 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
   ASSERT_FALSE(want_last.empty());
   ASSERT_FALSE(FirstDifference(want1, want_last).empty()) << "training did not move the weights";
   for (const Case& c : v.cases) {
-    SCOPED_TRACE(absl::StrCat(v.name, " ", c.schedule, " on ", c.ranks, " ranks"));
-    const std::string run = absl::StrCat(dir, "/", c.schedule, "_", c.ranks);
-    const std::string cfg = absl::StrCat(run, ".yaml");
-    WriteText(cfg, absl::StrCat(ConfigYaml(v, corpus), "pipeline: {schedule: ", c.schedule,
-                                ", workers: ", c.ranks, ", chunks: ", c.chunks, "}\n"));
-    ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", run), log),
-              0) << ReadText(log);
+    SCOPED_TRACE(absl::StrCat(v.name, " ", c.schedule, " on ", c.ranks, " ranks", " ", c.csv));
+    const std::string run =
+        absl::StrCat(dir, "/", c.schedule, "_", c.ranks, c.csv.empty() ? "" : "_csv");
+    const std::string cfg = absl::StrCat(run, ".yaml"), run_log = run + ".log";
+    ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", run,
+                                      LaunchArgs(v, c, corpus, run)),
+                         run_log),
+              0) << ReadText(run_log);
+    if (!c.rank0_stages.empty()) {
+      const std::string placed = absl::StrCat("[rank 0] registered: stages [", c.rank0_stages,
+                                              "], ", c.csv.empty() ? c.schedule : "custom");
+      EXPECT_NE(ReadText(run_log).find(placed), std::string::npos)
+          << "want '" << placed << "' in\n" << ReadText(run_log);
+    }
     const std::vector<std::string> got = MicrobatchLosses(run);
     ASSERT_EQ(got.size(), want.size());
     // Gradients are summed over micro-batches in double (ParamSetT::AccumulateGrads), so every
@@ -99,10 +166,33 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
     const std::string diff_last = FirstDifference(want_last, CheckpointTensors(run, kSteps));
     EXPECT_EQ(diff1, "") << "parameters after step 1 differ";
     EXPECT_EQ(diff_last, "") << "parameters after step " << kSteps << " differ";
-    std::printf("%s %s R=%d: losses %s, parameters after steps 1 and %d %s\n", v.name.c_str(),
-                c.schedule.c_str(), c.ranks, got == want ? "bit-identical" : "DIFFER", kSteps,
+    std::printf("%s %s%s R=%d: losses %s, parameters after steps 1 and %d %s\n",
+                v.name.c_str(), c.schedule.c_str(), c.csv.empty() ? "" : " (csv)", c.ranks,
+                got == want ? "bit-identical" : "DIFFER", kSteps,
                 diff1.empty() && diff_last.empty() ? "bit-identical" : "DIFFER");
   }
+}
+
+// A CSV the validator rejects stops `xhc launch` before any worker starts, with the grid.
+TEST(ScheduleCsv, DeadlockingCsvIsRefusedBeforeAnyWorkerStarts) {
+  const std::string dir = FreshDir("csv_refused");
+  const std::string corpus = dir + "/corpus.txt", csv = dir + "/deadlock.csv";
+  WriteText(corpus, "Pipelines move state; bubbles.\n");
+  // Rank 1 starts with micro-batch 1 while rank 0 waits for micro-batch 0's backward.
+  WriteText(csv, "0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n");
+  const std::string cfg = dir + "/config.yaml", log = dir + "/log.txt";
+  WriteText(cfg, absl::StrCat("model: {d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, "
+                              "d_ff: 32, seq_len: 8, residual: {type: vanilla}}\n"
+                              "train: {steps: 2, batch_size: 2, microbatches: 2}\n"
+                              "data: {train: ", corpus, "}\npipeline: {workers: 2}\n"));
+  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", dir,
+                                    "/run --schedule-csv ", csv),
+                       log),
+            0);
+  const std::string out = ReadText(log);
+  EXPECT_NE(out.find("pipeline.schedule_csv " + csv + ": deadlock"), std::string::npos) << out;
+  EXPECT_NE(out.find(">>1F1<<"), std::string::npos) << out;
+  EXPECT_EQ(out.find("registered"), std::string::npos) << out;
 }
 
 // New residual types run the schedules with distinct stage-boundary behaviour: 1F1B (plain
@@ -119,6 +209,10 @@ INSTANTIATE_TEST_SUITE_P(
                        "conv_kernels: [2, 3], sinkhorn_iters: 6}", kAllSchedules},
         Variant{"mhc", "{type: mhc, n_streams: 6, sinkhorn_iters: 6}", kAllSchedules},
         Variant{"vanilla", "{type: vanilla}", kAllSchedules},
+        Variant{"xhc_torch", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                             "conv_kernels: [2, 3], sinkhorn_iters: 6}", kTorchSchedules},
+        Variant{"mhc_torch", "{type: mhc, n_streams: 6, sinkhorn_iters: 6}", kTorchSchedules},
+        Variant{"vanilla_torch", "{type: vanilla}", kTorchSchedules},
         Variant{"hc", "{type: hc, n_streams: 4}", kCoreSchedules},
         Variant{"mhc_conv", "{type: mhc, n_streams: 4, conv_kernels: [2, 3], sinkhorn_iters: 6}",
                 kCoreSchedules},

@@ -18,7 +18,9 @@ constexpr int kLanes = 16;
 // picked at load time by CPU (ifunc). The library builds with -ffp-contract=off, so every
 // clone does the same float operations in the same order (the fixed kLanes lanes above):
 // results are bit-identical whichever clone runs.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// ThreadSanitizer builds keep one version: the ifunc resolver runs during relocation, before
+// the TSan runtime is initialised, and its instrumented code crashes there.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define XHC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #define XHC_INLINE inline __attribute__((always_inline))
 #else
