@@ -142,23 +142,50 @@ absl::Status ReadData(ConfigReader& r, DataConfig* d) {
   return absl::OkStatus();
 }
 
-absl::Status ReadRest(ConfigReader& root, Config* c) {
-  ConfigReader p({}, ""), ck({}, ""), f({}, "");
-  RETURN_IF_ERROR(root.Child("pipeline", &p));
+// An optional layer count of pipeline.KEY: within [0, model.n_layers].
+absl::Status ReadStageLayers(ConfigReader& p, const std::string& key, int n_layers,
+                             std::optional<int>* out) {
+  if (!p.Has(key)) return absl::OkStatus();
+  int value = 0;
+  RETURN_IF_ERROR(p.Get(key, &value));
+  if (value < 0) return Invalid(p.Key(key), absl::StrCat(value, " must be >= 0"));
+  if (value > n_layers) {
+    return Invalid(p.Key(key), absl::StrCat(value, " exceeds model.n_layers = ", n_layers));
+  }
+  *out = value;
+  return absl::OkStatus();
+}
+
+absl::Status ReadPipeline(ConfigReader& p, int n_layers, PipelineConfig* pc) {
   const bool has_schedule = p.Has("schedule"), has_chunks = p.Has("chunks");
-  RETURN_IF_ERROR(p.Get("schedule", &c->pipeline.schedule));
-  RETURN_IF_ERROR(p.Get("workers", &c->pipeline.workers));
-  RETURN_IF_ERROR(p.Get("chunks", &c->pipeline.chunks));
-  RETURN_IF_ERROR(p.Get("schedule_csv", &c->pipeline.schedule_csv));
+  RETURN_IF_ERROR(p.Get("schedule", &pc->schedule));
+  RETURN_IF_ERROR(p.Get("workers", &pc->workers));
+  RETURN_IF_ERROR(p.Get("chunks", &pc->chunks));
+  RETURN_IF_ERROR(p.Get("schedule_csv", &pc->schedule_csv));
+  RETURN_IF_ERROR(ReadStageLayers(p, "first_stage_layers", n_layers, &pc->first_stage_layers));
+  RETURN_IF_ERROR(ReadStageLayers(p, "last_stage_layers", n_layers, &pc->last_stage_layers));
   RETURN_IF_ERROR(p.Finish());
-  if (!c->pipeline.schedule_csv.empty() && (has_schedule || has_chunks)) {
+  if (!pc->schedule_csv.empty() && (has_schedule || has_chunks)) {
     // The CSV says which stages each rank holds and in what order it runs them.
     return Invalid("pipeline.schedule_csv",
                    "the CSV is the schedule and its placement; remove pipeline.schedule and "
                    "pipeline.chunks");
   }
-  if (c->pipeline.workers < 1) return Invalid("pipeline.workers", "must be >= 1");
-  if (c->pipeline.chunks < 1) return Invalid("pipeline.chunks", "must be >= 1");
+  if (pc->workers < 1) return Invalid("pipeline.workers", "must be >= 1");
+  if (pc->chunks < 1) return Invalid("pipeline.chunks", "must be >= 1");
+  if (pc->first_stage_layers && pc->last_stage_layers &&
+      *pc->first_stage_layers + *pc->last_stage_layers > n_layers) {
+    return Invalid("pipeline.first_stage_layers + pipeline.last_stage_layers",
+                   absl::StrCat(*pc->first_stage_layers, " + ", *pc->last_stage_layers,
+                                " exceeds model.n_layers = ", n_layers));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadRest(ConfigReader& root, Config* c) {
+  ConfigReader p({}, ""), ck({}, ""), f({}, "");
+  RETURN_IF_ERROR(root.Child("pipeline", &p));
+  RETURN_IF_ERROR(ReadPipeline(p, c->model.n_layers, &c->pipeline));
   RETURN_IF_ERROR(root.Child("checkpoint", &ck));
   RETURN_IF_ERROR(ck.Get("every", &c->checkpoint.every));
   RETURN_IF_ERROR(ck.Get("keep", &c->checkpoint.keep));

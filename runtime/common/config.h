@@ -6,6 +6,7 @@
 // so a typo never silently falls back to a default.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,13 @@ struct PipelineConfig {
   // per rank; stage placement is read from it. A relative path is relative to the current
   // directory. Excludes `schedule` and `chunks`.
   std::string schedule_csv;
+  // Uneven stages (torchtitan style): layers held by the first stage (which also holds the
+  // embedding) and by the last (head, LM head, loss); the other layers are split evenly over
+  // the middle stages. Unset: that end takes its even share. In [0, model.n_layers]; with
+  // one stage they do not apply (it holds everything). The plan checks them against the
+  // stage count (runtime/plan).
+  std::optional<int> first_stage_layers;
+  std::optional<int> last_stage_layers;
 };
 
 struct CheckpointConfig {

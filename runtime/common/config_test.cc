@@ -123,6 +123,30 @@ TEST(Config, ScheduleCsvExcludesABuiltInSchedule) {
   ExpectRejected("pipeline: {schedule_csv: s.csv, chunks: 2}\n", "pipeline.schedule_csv");
 }
 
+// Uneven stages: each key within [0, model.n_layers], and both together no more than that;
+// unset keys stay unset (the plan then splits evenly).
+TEST(Config, StageLayersAreBoundedByTheModel) {
+  absl::StatusOr<Config> even = ParseConfig("model: {n_layers: 8}\n");
+  ASSERT_TRUE(even.ok()) << even.status();
+  EXPECT_FALSE(even->pipeline.first_stage_layers.has_value());
+  EXPECT_FALSE(even->pipeline.last_stage_layers.has_value());
+  absl::StatusOr<Config> c = ParseConfig(
+      "model: {n_layers: 8}\npipeline: {workers: 4, first_stage_layers: 0, "
+      "last_stage_layers: 8}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->pipeline.first_stage_layers, 0);
+  EXPECT_EQ(c->pipeline.last_stage_layers, 8);
+  ExpectRejected("model: {n_layers: 8}\npipeline: {first_stage_layers: -1}\n",
+                 "pipeline.first_stage_layers: -1 must be >= 0");
+  ExpectRejected("model: {n_layers: 8}\npipeline: {last_stage_layers: 9}\n",
+                 "pipeline.last_stage_layers: 9 exceeds model.n_layers = 8");
+  ExpectRejected("model: {n_layers: 8}\npipeline: {first_stage_layers: 5, last_stage_layers: 4}\n",
+                 "pipeline.first_stage_layers + pipeline.last_stage_layers: 5 + 4 exceeds "
+                 "model.n_layers = 8");
+  ExpectRejected("pipeline: {first_stage_layers: two}\n", "pipeline.first_stage_layers");
+  ExpectRejected("pipeline: {first_stage_layer: 1}\n", "pipeline.first_stage_layer: unknown key");
+}
+
 // Regressions (inputs in tests/fuzz/corpus/config_fuzzer/crash-*): a non-scalar key threw
 // YAML::TypedBadConversion out of ParseConfig (the process ended), and 4 * d_model and
 // 2 * n_layers overflowed int (UBSan). Each is now an error naming the key.

@@ -128,7 +128,10 @@ absl::Status Controller::FinishCheckpoint(bool block) {
   m.config_yaml = config_.source_yaml;
   m.sampler_step = step;
   m.rng = {{"seed", absl::StrCat(config_.train.seed)}};
-  m.layout = absl::StrFormat("%d ranks %s", options_.workers, plan_.schedule.type);
+  std::vector<int> all_stages(plan_.stages.size());
+  for (size_t st = 0; st < all_stages.size(); ++st) all_stages[st] = static_cast<int>(st);
+  m.layout = absl::StrFormat("%d ranks %s, layers per stage [%s]", options_.workers,
+                             plan_.schedule.type, plan::DescribeStageLayers(plan_, all_stages));
   double stall = 0, write = 0;
   int64_t bytes = 0;
   for (const proto::StepReport& report : reports) {

@@ -5,6 +5,7 @@
 // ranks; every worker recomputes it from the same config and refuses an assignment that
 // differs (the plan is a pure function of the config).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,14 @@ struct JobPlan {
   bool IsCanonicalHolder(int rank, int stage) const;
 };
 
-// Splits L layers over S stages, as evenly as possible; the first stage (embedding) and the
-// last (head + LM head + loss) take the smaller shares when the split is uneven.
-std::vector<model::StageSpec> SplitLayers(int num_layers, int num_stages);
+// Splits L layers over S stages. `first` / `last` (when set and S > 1) pin the first
+// stage's (embedding) and the last stage's (head + LM head + loss) layer counts; the other
+// stages share the rest as evenly as possible, the ones nearest the middle taking the
+// remainder (unpinned ends take the smaller shares). Requires pins that leave every other
+// stage at least one layer and no layer over (PlaceLayers checks).
+std::vector<model::StageSpec> SplitLayers(int num_layers, int num_stages,
+                                          std::optional<int> first = std::nullopt,
+                                          std::optional<int> last = std::nullopt);
 
 // Builds the plan for `workers` ranks (config.pipeline.* otherwise). Errors are
 // kInvalidArgument naming the config key (pipeline.schedule, pipeline.workers,
@@ -49,10 +55,15 @@ absl::StatusOr<JobPlan> MakePlan(const Config& config, int workers);
 absl::StatusOr<JobPlan> MakePlanFromCsv(const Config& config, int workers,
                                         const std::string& csv_text, const std::string& source);
 
-// Fills plan.stages: the model's layers over plan.schedule's stages (SplitLayers, whole layer
-// pairs for xhc_flash window 4). kInvalidArgument naming model.n_layers or
-// model.residual.window when the layers cannot fill the stages.
+// Fills plan.stages: the model's layers over plan.schedule's stages (SplitLayers with
+// pipeline.first_stage_layers / last_stage_layers, whole layer pairs for xhc_flash window 4).
+// kInvalidArgument naming model.n_layers, model.residual.window or the pinning keys when the
+// layers cannot fill the stages (a middle stage would be empty, layers would be left over,
+// a pinned count cuts a window pair).
 absl::Status PlaceLayers(const Config& config, int workers, JobPlan& plan);
+
+// "3, 1": the layer counts of `stages`, in that order (for logs and manifests).
+std::string DescribeStageLayers(const JobPlan& plan, const std::vector<int>& stages);
 
 // "0F0 1F0 ..." one line per rank: what the controller sends and workers compare.
 std::string DescribeRankActions(const JobPlan& plan, int rank);

@@ -115,6 +115,101 @@ TEST(Plan, NewTypesPlaceTheirChunks) {
   EXPECT_EQ(bfs->StagesOf(2), (std::vector<int>{2, 6}));
 }
 
+std::vector<int> Counts(const std::vector<model::StageSpec>& specs) {
+  std::vector<int> counts;
+  for (const auto& s : specs) counts.push_back(s.num_layers);
+  return counts;
+}
+
+Config Uneven(const std::string& schedule, int layers, std::optional<int> first,
+              std::optional<int> last) {
+  Config c = WithPipeline(schedule, layers, 8);
+  c.pipeline.first_stage_layers = first;
+  c.pipeline.last_stage_layers = last;
+  return c;
+}
+
+TEST(PlanUneven, PinnedEndsAndAnEvenMiddle) {
+  EXPECT_EQ(Counts(SplitLayers(8, 4, 1, 3)), (std::vector<int>{1, 2, 2, 3}));
+  // One end pinned: the other stages share the rest, the middle taking the remainder.
+  EXPECT_EQ(Counts(SplitLayers(8, 4, 1, std::nullopt)), (std::vector<int>{1, 3, 2, 2}));
+  EXPECT_EQ(Counts(SplitLayers(8, 4, std::nullopt, 0)), (std::vector<int>{2, 3, 3, 0}));
+  EXPECT_EQ(Counts(SplitLayers(7, 4, 0, 0)), (std::vector<int>{0, 4, 3, 0}));
+  EXPECT_EQ(Counts(SplitLayers(8, 2, 0, std::nullopt)), (std::vector<int>{0, 8}));
+  // Unpinned: today's even split, unchanged.
+  EXPECT_EQ(Counts(SplitLayers(10, 4)), Counts(SplitLayers(10, 4, std::nullopt, std::nullopt)));
+  EXPECT_EQ(Counts(SplitLayers(10, 4)), (std::vector<int>{2, 3, 3, 2}));
+  // Every layer exactly once, in order, embedding first and head last.
+  const auto specs = SplitLayers(8, 4, 1, 3);
+  int next = 0;
+  for (const auto& s : specs) {
+    EXPECT_EQ(s.first_layer, next);
+    next += s.num_layers;
+  }
+  EXPECT_EQ(next, 8);
+  EXPECT_TRUE(specs.front().has_embed && !specs.front().has_head);
+  EXPECT_TRUE(specs.back().has_head && !specs.back().has_embed);
+}
+
+TEST(PlanUneven, PlansPinTheGlobalFirstAndLastStage) {
+  absl::StatusOr<JobPlan> p = MakePlan(Uneven("1f1b", 8, 1, 3), 4);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Counts(p->stages), (std::vector<int>{1, 2, 2, 3}));
+  // DualPipeV: rank 0 holds stage 0 (embedding) and stage 3 (head).
+  p = MakePlan(Uneven("dualpipev", 8, 3, 1), 2);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Counts(p->stages), (std::vector<int>{3, 2, 2, 1}));
+  EXPECT_EQ(DescribeStageLayers(*p, p->StagesOf(0)), "3, 1");
+  // An end may hold no layer at all, so 4 stages fit 3 layers.
+  p = MakePlan(Uneven("1f1b", 3, 0, std::nullopt), 4);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Counts(p->stages), (std::vector<int>{0, 1, 1, 1}));
+  absl::StatusOr<JobPlan> even = MakePlan(WithPipeline("1f1b", 3, 8), 4);
+  ASSERT_FALSE(even.ok());
+  EXPECT_NE(std::string(even.status().message()).find("model.n_layers"), std::string::npos);
+  // One stage holds everything: the keys do not apply.
+  p = MakePlan(Uneven("1f1b", 8, 1, 3), 1);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Counts(p->stages), (std::vector<int>{8}));
+  // A CSV's stages are pinned the same way.
+  Config csv = Uneven("1f1b", 4, 1, std::nullopt);
+  csv.train.microbatches = 2;
+  p = MakePlanFromCsv(csv, 2, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n", "test.csv");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Counts(p->stages), (std::vector<int>{1, 3}));
+}
+
+TEST(PlanUneven, BadPinsNameTheKeys) {
+  auto expect = [](const Config& c, int workers, const std::string& text) {
+    absl::StatusOr<JobPlan> p = MakePlan(c, workers);
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(p.status().message()).find(text), std::string::npos)
+        << p.status().message();
+  };
+  expect(Uneven("1f1b", 8, 4, 3), 4,
+         "pipeline.first_stage_layers, pipeline.last_stage_layers: "
+         "pipeline.first_stage_layers = 4 and pipeline.last_stage_layers = 3 leave 1 of "
+         "model.n_layers = 8 layers for the 2 other stages of 1f1b on 4 workers: a middle "
+         "stage would be empty");
+  expect(Uneven("1f1b", 8, 7, std::nullopt), 4,
+         "pipeline.first_stage_layers: pipeline.first_stage_layers = 7 leaves 1");
+  expect(Uneven("1f1b", 8, 2, 2), 2,
+         "pipeline.first_stage_layers = 2 and pipeline.last_stage_layers = 2 hold 4 of "
+         "model.n_layers = 8 layers, but 1f1b on 2 workers has only these 2 stages");
+  // Built by code rather than parsed: the plan checks the sum itself.
+  expect(Uneven("1f1b", 8, 6, 6), 2, "exceed model.n_layers = 8");
+  Config flash = Uneven("1f1b", 12, 3, std::nullopt);
+  flash.model.residual.type = ResidualType::kXhcFlash;
+  flash.model.residual.window = 4;
+  expect(flash, 2, "pipeline.first_stage_layers: 3 is not a multiple of 2: "
+                   "model.residual.window 4 keeps layer pairs in one stage");
+  flash.pipeline.first_stage_layers = 2;
+  absl::StatusOr<JobPlan> p = MakePlan(flash, 3);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Counts(p->stages), (std::vector<int>{2, 6, 4}));
+}
+
 // Exactly what `xhc schedule --type 1f1b --ranks 2 --microbatches 2 --format torch-csv` writes.
 constexpr char kOneFOneBCsv[] = "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n";
 

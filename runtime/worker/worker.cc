@@ -175,8 +175,8 @@ absl::Status RunWorker(const WorkerOptions& o) {
     absl::Status s = commands.Report(r);
     if (!s.ok()) LogWarning("checkpoint report: %s", s.message());
   });
-  LogInfo("registered: stages [%s], %s", absl::StrJoin(plan.StagesOf(rank), ", "),
-          plan.schedule.type);
+  LogInfo("registered: stages [%s], %s, layers [%s]", absl::StrJoin(plan.StagesOf(rank), ", "),
+          plan.schedule.type, plan::DescribeStageLayers(plan, plan.StagesOf(rank)));
   while (true) {
     ASSIGN_OR_RETURN(proto::Command cmd, commands.Next());
     proto::StepReport report;
