@@ -1,7 +1,8 @@
 // StageExecutor in one process, deterministically: every rank of a pipeline is a thread over
 // FakeTransport (which keeps gloo's contract: tagged, ordered matching, counts checked, first
 // failure fails the transport). For every schedule and rank count the per-micro-batch losses
-// and every parameter after several steps are bit-identical to the same job on one rank;
+// and every parameter after several steps are bit-identical to the same job on one rank (so
+// are uneven stages, an end stage holding no layer included);
 // a rank whose peer fails mid-step gets an error (kUnavailable), not a hang.
 #include <cstring>
 #include <map>
@@ -22,13 +23,16 @@ namespace {
 
 constexpr int kSteps = 3;
 
-Config MakeConfig(const std::string& residual, const std::string& schedule, int chunks) {
+// `stage_layers`: extra pipeline keys ("first_stage_layers: 0, last_stage_layers: 3").
+Config MakeConfig(const std::string& residual, const std::string& schedule, int chunks,
+                  const std::string& stage_layers = "") {
   absl::StatusOr<Config> c = ParseConfig(absl::StrCat(
       "model: {d_model: 16, n_layers: 8, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 8,\n"
       "        residual: ", residual, "}\n"
       "optim: {lr: 0.01, warmup_steps: 1}\n"
       "train: {steps: ", kSteps, ", batch_size: 2, microbatches: 8, seed: 5, eval_every: 0}\n"
-      "pipeline: {schedule: ", schedule, ", chunks: ", chunks, "}\n"));
+      "pipeline: {schedule: ", schedule, ", chunks: ", chunks,
+      stage_layers.empty() ? "" : ", ", stage_layers, "}\n"));
   EXPECT_TRUE(c.ok()) << c.status();
   return *c;
 }
@@ -91,6 +95,7 @@ struct Case {
   std::string schedule;
   int ranks;
   int chunks = 1;
+  std::string stage_layers = "";  // uneven stages; "" = the even split
 };
 
 class StageExecutorTest : public ::testing::TestWithParam<std::string> {};
@@ -103,9 +108,15 @@ TEST_P(StageExecutorTest, EveryScheduleMatchesOneRankBitForBit) {
   for (const Case& c : std::vector<Case>{{"gpipe", 2},     {"gpipe", 4},  {"1f1b", 2},
                                          {"1f1b", 4},      {"interleaved1f1b", 2, 2},
                                          {"zb1p", 2},      {"zb1p", 4},   {"dualpipe", 2},
-                                         {"dualpipe", 4},  {"dualpipev", 2}, {"dualpipev", 4}}) {
-    SCOPED_TRACE(absl::StrCat(residual, " ", c.schedule, " on ", c.ranks, " ranks"));
-    const RunResult got = RunPipeline(MakeConfig(residual, c.schedule, c.chunks), c.ranks);
+                                         {"dualpipe", 4},  {"dualpipev", 2}, {"dualpipev", 4},
+                                         // Uneven stages, ends with no layer included.
+                                         {"1f1b", 4, 1, "first_stage_layers: 0, last_stage_layers: 3"},
+                                         {"dualpipev", 2, 1, "first_stage_layers: 3, last_stage_layers: 0"},
+                                         {"zb1p", 2, 1, "first_stage_layers: 1"}}) {
+    SCOPED_TRACE(absl::StrCat(residual, " ", c.schedule, " on ", c.ranks, " ranks ",
+                              c.stage_layers));
+    const RunResult got =
+        RunPipeline(MakeConfig(residual, c.schedule, c.chunks, c.stage_layers), c.ranks);
     for (const absl::Status& e : got.errors) ASSERT_TRUE(e.ok()) << e;
     for (int s = 0; s < kSteps; ++s) {
       ASSERT_EQ(got.losses[s].size(), want.losses[s].size()) << "step " << s;
