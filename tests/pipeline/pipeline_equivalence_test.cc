@@ -2,7 +2,8 @@
 // gloo on loopback: for every schedule and rank count, every step's micro-batch losses and
 // the checkpointed parameters after step 1 and after the last step are bit-identical to
 // `xhc train` (compared as byte fingerprints, so a NaN can never compare equal by accident),
-// for every residual type.
+// for every residual type; likewise with uneven stages (pipeline.first_stage_layers /
+// last_stage_layers), built-in and CSV schedules.
 #include <cstring>
 #include <map>
 #include <string>
@@ -29,6 +30,10 @@ struct Case {
   // When set, rank 0 must report holding exactly these stages ("0, 3"): the placement the
   // plan gave it, so a CSV that was silently replaced by a built-in type fails.
   std::string rank0_stages = "";
+  // Uneven stages: extra pipeline keys ("first_stage_layers: 1, last_stage_layers: 3"), and
+  // the layer counts rank 0 must report for its stages ("1"), so keys that were ignored fail.
+  std::string stage_layers = "";
+  std::string rank0_layers = "";
 };
 
 constexpr char kExported[] = "exported";
@@ -68,6 +73,18 @@ const std::vector<Case> kTorchSchedules = {
     {"interleaved_zb", 2, 2, kExportedLowered, "0, 2"},
     {"hand_written_3_stages", 2, 1, kHandWrittenCsv, "0, 2"}};
 
+// Uneven stages (n_layers 8): pinned ends, an end holding no layer, and a CSV schedule whose
+// stages are pinned too.
+const std::vector<Case> kUnevenSchedules = {
+    {"1f1b", 4, 1, "", "0", "first_stage_layers: 1, last_stage_layers: 3", "1"},
+    {"1f1b", 2, 1, "", "0", "first_stage_layers: 0", "0"},
+    {"dualpipev", 2, 1, "", "0, 3", "first_stage_layers: 3, last_stage_layers: 0", "3, 0"},
+    {"zbv", 2, 1, kExported, "0, 3", "first_stage_layers: 1, last_stage_layers: 1", "1, 1"}};
+// xhc_flash window 4: pinned counts are whole layer pairs.
+const std::vector<Case> kUnevenPairSchedules = {
+    {"1f1b", 2, 1, "", "0", "first_stage_layers: 2", "2"},
+    {"dualpipev", 2, 1, "", "0, 3", "first_stage_layers: 0", "0, 2"}};
+
 std::string ConfigYaml(const Variant& v, const std::string& corpus) {
   return absl::StrCat(
       "model: {d_model: 16, n_layers: 8, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 8,\n"
@@ -98,9 +115,10 @@ std::string FirstDifference(const std::map<std::string, Tensor>& want,
 std::string LaunchArgs(const Variant& v, const Case& c, const std::string& corpus,
                        const std::string& run) {
   const std::string cfg = run + ".yaml", csv = run + ".csv";
+  const std::string layers = c.stage_layers.empty() ? "" : ", " + c.stage_layers;
   if (c.csv.empty()) {
     WriteText(cfg, absl::StrCat(ConfigYaml(v, corpus), "pipeline: {schedule: ", c.schedule,
-                                ", workers: ", c.ranks, ", chunks: ", c.chunks, "}\n"));
+                                ", workers: ", c.ranks, ", chunks: ", c.chunks, layers, "}\n"));
     return "";
   }
   if (c.csv == kExported || c.csv == kExportedLowered) {
@@ -112,12 +130,13 @@ std::string LaunchArgs(const Variant& v, const Case& c, const std::string& corpu
                          log),
               0)
         << ReadText(log);
-    WriteText(cfg, absl::StrCat(ConfigYaml(v, corpus), "pipeline: {workers: ", c.ranks, "}\n"));
+    WriteText(cfg, absl::StrCat(ConfigYaml(v, corpus), "pipeline: {workers: ", c.ranks, layers,
+                                "}\n"));
     return " --schedule-csv " + csv;
   }
   WriteText(csv, c.csv);
   WriteText(cfg, absl::StrCat(ConfigYaml(v, corpus), "pipeline: {workers: ", c.ranks,
-                              ", schedule_csv: ", csv, "}\n"));
+                              ", schedule_csv: ", csv, layers, "}\n"));
   return "";
 }
 
@@ -143,17 +162,20 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
   ASSERT_FALSE(want_last.empty());
   ASSERT_FALSE(FirstDifference(want1, want_last).empty()) << "training did not move the weights";
   for (const Case& c : v.cases) {
-    SCOPED_TRACE(absl::StrCat(v.name, " ", c.schedule, " on ", c.ranks, " ranks", " ", c.csv));
-    const std::string run =
-        absl::StrCat(dir, "/", c.schedule, "_", c.ranks, c.csv.empty() ? "" : "_csv");
+    SCOPED_TRACE(absl::StrCat(v.name, " ", c.schedule, " on ", c.ranks, " ranks", " ", c.csv,
+                              " ", c.stage_layers));
+    const std::string run = absl::StrCat(dir, "/", c.schedule, "_", c.ranks,
+                                         c.csv.empty() ? "" : "_csv",
+                                         c.stage_layers.empty() ? "" : "_uneven");
     const std::string cfg = absl::StrCat(run, ".yaml"), run_log = run + ".log";
     ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", run,
                                       LaunchArgs(v, c, corpus, run)),
                          run_log),
               0) << ReadText(run_log);
     if (!c.rank0_stages.empty()) {
-      const std::string placed = absl::StrCat("[rank 0] registered: stages [", c.rank0_stages,
-                                              "], ", c.csv.empty() ? c.schedule : "custom");
+      std::string placed = absl::StrCat("[rank 0] registered: stages [", c.rank0_stages, "], ",
+                                        c.csv.empty() ? c.schedule : "custom");
+      if (!c.rank0_layers.empty()) absl::StrAppend(&placed, ", layers [", c.rank0_layers, "]");
       EXPECT_NE(ReadText(run_log).find(placed), std::string::npos)
           << "want '" << placed << "' in\n" << ReadText(run_log);
     }
@@ -166,8 +188,9 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
     const std::string diff_last = FirstDifference(want_last, CheckpointTensors(run, kSteps));
     EXPECT_EQ(diff1, "") << "parameters after step 1 differ";
     EXPECT_EQ(diff_last, "") << "parameters after step " << kSteps << " differ";
-    std::printf("%s %s%s R=%d: losses %s, parameters after steps 1 and %d %s\n",
-                v.name.c_str(), c.schedule.c_str(), c.csv.empty() ? "" : " (csv)", c.ranks,
+    std::printf("%s %s%s%s R=%d: losses %s, parameters after steps 1 and %d %s\n",
+                v.name.c_str(), c.schedule.c_str(), c.csv.empty() ? "" : " (csv)",
+                c.stage_layers.empty() ? "" : (" {" + c.stage_layers + "}").c_str(), c.ranks,
                 got == want ? "bit-identical" : "DIFFER", kSteps,
                 diff1.empty() && diff_last.empty() ? "bit-identical" : "DIFFER");
   }
@@ -221,7 +244,13 @@ INSTANTIATE_TEST_SUITE_P(
                 kCoreSchedules},
         Variant{"xhc_flash4", "{type: xhc_flash, window: 4, n_streams: 6, n_active: 3, "
                               "n_fixed: 1, conv_kernels: [2, 3], sinkhorn_iters: 6}",
-                kPairSchedules}),
+                kPairSchedules},
+        Variant{"xhc_uneven", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                              "conv_kernels: [2, 3], sinkhorn_iters: 6}", kUnevenSchedules},
+        Variant{"vanilla_uneven", "{type: vanilla}", kUnevenSchedules},
+        Variant{"xhc_flash4_uneven", "{type: xhc_flash, window: 4, n_streams: 6, n_active: 3, "
+                                     "n_fixed: 1, conv_kernels: [2, 3], sinkhorn_iters: 6}",
+                kUnevenPairSchedules}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
