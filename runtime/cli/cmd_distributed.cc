@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "runtime/controller/controller.h"
 #include "runtime/controller/controller_service.h"
+#include "runtime/controller/saved_schedule.h"
 #include "runtime/launch/launch_env.h"
 #include "runtime/launch/launcher.h"
 #include "runtime/worker/rpc_util.h"
@@ -58,9 +59,12 @@ absl::Status Launch(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t workers, flags.GetInt("workers", 0));
   o.workers = static_cast<int>(workers);
   ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
-  const std::string schedule = config.pipeline.schedule_csv.empty()
-                                   ? config.pipeline.schedule
-                                   : "CSV " + config.pipeline.schedule_csv;
+  std::string schedule = config.pipeline.schedule_csv.empty()
+                             ? config.pipeline.schedule
+                             : "CSV " + config.pipeline.schedule_csv;
+  // A resumed job runs the CSV it started with (controller/saved_schedule.h).
+  const std::string saved = controller::SavedSchedulePath(o.out_dir);
+  if (o.resume && std::filesystem::exists(saved)) schedule = "CSV " + saved;
   std::printf("xhc launch: %s residual, %d workers, %s schedule; run directory %s\n",
               ResidualTypeName(config.model.residual.type).c_str(),
               o.workers > 0 ? o.workers : config.pipeline.workers, schedule.c_str(),

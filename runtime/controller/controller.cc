@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/log.h"
+#include "runtime/controller/saved_schedule.h"
 #include "base/status_macros.h"
 
 namespace xhc::controller {
@@ -19,7 +20,8 @@ namespace fs = std::filesystem;
 
 absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const Config& config,
                                                                const ControllerOptions& options) {
-  ASSIGN_OR_RETURN(plan::JobPlan plan, plan::MakePlan(config, options.workers));
+  ASSIGN_OR_RETURN(plan::JobPlan plan, PlanForRun(config, options.workers, options.run_dir,
+                                                  options.resume));
   auto c = std::unique_ptr<Controller>(new Controller(config, options, std::move(plan)));
   if (options.resume) {
     std::vector<std::string> warnings;

@@ -13,6 +13,7 @@
 #include "base/exact_format.h"
 #include "base/status_macros.h"
 #include "runtime/controller/controller.h"
+#include "runtime/controller/saved_schedule.h"
 #include "runtime/controller/trace_writer.h"
 
 namespace xhc::controller {
@@ -249,6 +250,8 @@ absl::Status Controller::Run() {
   fs::create_directories(options_.run_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("create ", options_.run_dir, ": ", ec.message()));
   std::ofstream((fs::path(options_.run_dir) / "config.yaml").string()) << config_.source_yaml;
+  // A --schedule-csv is not in config.yaml: keep the CSV itself for --resume.
+  RETURN_IF_ERROR(SaveSchedule(plan_, options_.run_dir));
   RETURN_IF_ERROR(WaitForWorkers());
   LogInfo("all %d workers joined; %s schedule, %d stages, steps %d..%d", options_.workers,
           plan_.schedule.type, plan_.schedule.num_stages, start_step_, total_steps_);
