@@ -1,16 +1,14 @@
 // Checkpoints are found by name, so a job written by 4 workers under DualPipeV resumes on 2
 // workers under 1F1B, or in single-process `xhc train`, and ends bit-identical to the
 // uninterrupted run; likewise for hc and for xhc_flash with window 4 (whose stages hold layer
-// pairs: DualPipeV on 2 workers resumed on 1F1B with 4).
-#include <filesystem>
-
+// pairs: DualPipeV on 2 workers resumed on 1F1B with 4), and for uneven stages
+// (pipeline.first_stage_layers / last_stage_layers) resumed on the even split and back.
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/util/run_util.h"
 
 namespace xhc::testing {
 namespace {
-namespace fs = std::filesystem;
 
 struct Layouts {
   std::string name, residual;
@@ -18,28 +16,20 @@ struct Layouts {
   int from_workers;
   std::string to_schedule;
   int to_workers;
+  std::string from_layers = "", to_layers = "";  // extra pipeline keys: uneven stages
 };
 
 std::string Yaml(const std::string& corpus, const std::string& residual,
-                 const std::string& schedule, int workers) {
+                 const std::string& schedule, int workers, const std::string& layers) {
   return absl::StrCat(
       "model: {d_model: 16, n_layers: 8, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
       "        residual: ", residual, "}\n"
       "optim: {lr: 0.01, warmup_steps: 3}\n"
       "train: {steps: 20, batch_size: 2, microbatches: 8, seed: 9, eval_every: 0}\n"
       "data: {train: ", corpus, "}\n"
-      "pipeline: {schedule: ", schedule, ", workers: ", workers, "}\n"
+      "pipeline: {schedule: ", schedule, ", workers: ", workers,
+      layers.empty() ? "" : ", ", layers, "}\n"
       "checkpoint: {every: 10, keep: 3}\n");
-}
-
-// Copies run `from` keeping only its step-10 checkpoint (as if it had stopped there).
-std::string TruncatedCopy(const std::string& from, const std::string& to) {
-  fs::remove_all(to);
-  fs::copy(from, to, fs::copy_options::recursive);
-  fs::remove_all(to + "/checkpoints/step-000020");
-  WriteText(to + "/checkpoints/LATEST", "step-000010\n");
-  fs::remove(to + "/metrics.jsonl");
-  return to;
 }
 
 std::string Tensors(const std::string& run) { return CheckpointFingerprint(run, 20); }
@@ -53,22 +43,24 @@ TEST_P(LayoutChange, CheckpointResumesOnAnotherLayoutAndSingleProcess) {
   for (int i = 0; i < 400; ++i) absl::StrAppend(&text, "layouts change, names stay ", i, ".\n");
   WriteText(dir + "/corpus.txt", text);
   WriteText(dir + "/from.yaml",
-            Yaml(dir + "/corpus.txt", p.residual, p.from_schedule, p.from_workers));
-  WriteText(dir + "/to.yaml", Yaml(dir + "/corpus.txt", p.residual, p.to_schedule, p.to_workers));
+            Yaml(dir + "/corpus.txt", p.residual, p.from_schedule, p.from_workers,
+                 p.from_layers));
+  WriteText(dir + "/to.yaml", Yaml(dir + "/corpus.txt", p.residual, p.to_schedule, p.to_workers,
+                                   p.to_layers));
   const std::string log = dir + "/log.txt", ref = dir + "/ref";
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", dir, "/from.yaml --out ",
                                     ref), log), 0) << ReadText(log);
   const std::string want = Tensors(ref);
   ASSERT_FALSE(want.empty());
   // Step 10 of the first layout → the second.
-  const std::string a = TruncatedCopy(ref, dir + "/as_other_layout");
+  const std::string a = CopyRunAsOfStep(ref, dir + "/as_other_layout", 10);
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", a, " --config ", dir,
                                     "/to.yaml"), log), 0) << ReadText(log);
   EXPECT_NE(ReadText(log).find("continuing from " + a + "/checkpoints/step-000010"),
             std::string::npos);
   EXPECT_TRUE(Tensors(a) == want) << p.to_schedule << " resume differs";
   // Step 10 of the first layout → single process.
-  const std::string b = TruncatedCopy(ref, dir + "/as_single");
+  const std::string b = CopyRunAsOfStep(ref, dir + "/as_single", 10);
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir,
                                     "/from.yaml --resume --out ", b), log), 0) << ReadText(log);
   EXPECT_TRUE(Tensors(b) == want) << "single-process resume differs";
@@ -82,7 +74,13 @@ INSTANTIATE_TEST_SUITE_P(
         Layouts{"hc", "{type: hc, n_streams: 4}", "dualpipev", 4, "1f1b", 2},
         Layouts{"xhc_flash4", "{type: xhc_flash, window: 4, n_streams: 6, n_active: 3, "
                               "n_fixed: 1, conv_kernels: [2]}",
-                "dualpipev", 2, "1f1b", 4}),
+                "dualpipev", 2, "1f1b", 4},
+        Layouts{"uneven_to_even", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                                  "conv_kernels: [2]}",
+                "1f1b", 4, "dualpipev", 2, "first_stage_layers: 0, last_stage_layers: 3"},
+        Layouts{"even_to_uneven", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                                  "conv_kernels: [2]}",
+                "dualpipev", 2, "zb1p", 2, "", "first_stage_layers: 1"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

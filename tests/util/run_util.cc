@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/subprocess.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/step_names.h"
 
 namespace xhc::testing {
 namespace fs = std::filesystem;
@@ -39,6 +40,17 @@ std::string FreshDir(const std::string& name) {
 
 void WriteText(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
+}
+
+std::string CopyRunAsOfStep(const std::string& from, const std::string& to, int step) {
+  fs::remove_all(to);
+  fs::copy(from, to, fs::copy_options::recursive);
+  for (const fs::directory_entry& e : fs::directory_iterator(to + "/checkpoints")) {
+    if (StepOfDirName(e.path().filename().string()) > step) fs::remove_all(e.path());
+  }
+  WriteText(to + "/checkpoints/LATEST", StepDirName(step) + "\n");
+  fs::remove(to + "/metrics.jsonl");
+  return to;
 }
 
 int RunCommand(const std::string& command, const std::string& log) {

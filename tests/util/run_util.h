@@ -47,6 +47,10 @@ std::map<std::string, Tensor> CheckpointTensors(const std::string& run_dir, int 
 // mean bit-identical checkpoints ("" when it cannot be loaded).
 std::string CheckpointFingerprint(const std::string& run_dir, int step);
 
+// Copies run directory `from` to `to` as if the job had stopped after the checkpoint of
+// `step`: later checkpoints and metrics.jsonl removed, LATEST naming that step. Returns `to`.
+std::string CopyRunAsOfStep(const std::string& from, const std::string& to, int step);
+
 // max |a - b| / max(max |a|, 1e-3) over one tensor.
 double RelativeDiff(const Tensor& a, const Tensor& b);
 
