@@ -28,6 +28,7 @@ constexpr char kUsage[] =
     "usage: xhc schedule --type TYPE --ranks R --microbatches M [--chunks V]\n"
     "         [--costs f=1,b=2,i=1,w=1,fb=3,overlap=0] [--payload-bytes X --bandwidth-gbps Y "
     "--latency-us Z]\n"
+    "         [--activation-bytes X]  (xhc schedule: or --config FILE for the configured model)\n"
     "         [--format text|torch-csv|chrome|svg|json] [--lowered] [--out FILE]\n"
     "       xhc schedule --validate-csv FILE [--costs ...]\n";
 
@@ -85,6 +86,11 @@ absl::Status ApplyFlag(const std::string& flag, const std::string& value, Option
   if (flag == "--payload-bytes") return ParseNumber(flag, value, &o.costs.payload_bytes);
   if (flag == "--bandwidth-gbps") return ParseNumber(flag, value, &o.costs.bandwidth_gbps);
   if (flag == "--latency-us") return ParseNumber(flag, value, &o.costs.latency_us);
+  if (flag == "--activation-bytes") {
+    RETURN_IF_ERROR(ParseNumber(flag, value, &o.costs.activation_bytes));
+    if (o.costs.activation_bytes < 0) return absl::InvalidArgumentError(flag + " must be >= 0");
+    return absl::OkStatus();
+  }
   if (flag == "--out") o.out_path = value;
   if (flag == "--validate-csv") o.validate_csv = value;
   if (flag == "--format") {
@@ -102,7 +108,7 @@ absl::StatusOr<Options> ParseArgs(const std::vector<std::string>& args) {
   static const char* kValued[] = {"--type",          "--ranks",          "--microbatches",
                                   "--chunks",        "--costs",          "--payload-bytes",
                                   "--bandwidth-gbps", "--latency-us",     "--format",
-                                  "--out",           "--validate-csv"};
+                                  "--out",           "--validate-csv",   "--activation-bytes"};
   Options o;
   for (size_t k = 0; k < args.size(); ++k) {
     std::string flag = args[k], value;
@@ -149,7 +155,22 @@ nlohmann::json Stats(const Schedule& s, const SimResult& sim, const SimCosts& co
           {"bubble_fraction", sim.bubble_fraction},
           {"exposed_comm", sim.exposed_comm},
           {"peak_activations", sim.peak_activations},
+          {"activation_bytes", costs.activation_bytes},
+          {"peak_activation_bytes", sim.peak_activation_bytes},
           {"analytic_bubble", analytic ? nlohmann::json(*analytic) : nlohmann::json(nullptr)}};
+}
+
+// "peak activation memory per rank: 4194304 3145728 bytes (4, 3 x 1048576 ...)".
+std::string PeakBytesLine(const std::vector<int>& peaks, const SimCosts& costs) {
+  std::vector<std::string> bytes, counts;
+  for (int p : peaks) {
+    bytes.push_back(absl::StrCat(static_cast<int64_t>(p * costs.activation_bytes)));
+    counts.push_back(absl::StrCat(p));
+  }
+  return absl::StrCat("peak activation memory per rank: ", absl::StrJoin(bytes, " "),
+                      " bytes (", absl::StrJoin(counts, ", "), " x ",
+                      static_cast<int64_t>(costs.activation_bytes),
+                      " bytes of state kept per stage and micro-batch)\n");
 }
 
 std::string TextReport(const Schedule& s, const SimResult& sim, const SimCosts& costs) {
@@ -161,6 +182,7 @@ std::string TextReport(const Schedule& s, const SimResult& sim, const SimCosts& 
      << "bubble fraction per rank: " << Join(sim.bubble_fraction) << "\n"
      << "exposed comm per rank: " << Join(sim.exposed_comm) << "\n"
      << "peak activations per rank: " << Join(sim.peak_activations) << "\n";
+  if (costs.activation_bytes > 0) os << PeakBytesLine(sim.peak_activations, costs);
   if (std::optional<double> a = AnalyticBubble(s, costs)) os << "analytic bubble: " << *a << "\n";
   return os.str();
 }
@@ -199,7 +221,9 @@ absl::StatusOr<std::string> ValidateTorchCsvText(const std::string& text, const 
   return absl::StrCat("valid: ", s.num_ranks, " ranks, ", s.num_stages, " stages, ",
                       s.num_microbatches, " micro-batches\npeak activations per rank: ",
                       Join(report.peak_activations), "\nmakespan: ", sim.makespan,
-                      "\nbubble per rank: ", Join(sim.bubble), "\n");
+                      "\nbubble per rank: ", Join(sim.bubble), "\n",
+                      costs.activation_bytes > 0 ? PeakBytesLine(report.peak_activations, costs)
+                                                 : "");
 }
 
 int RunScheduleCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -83,6 +83,30 @@ TEST(ScheduleCli, ZBVSvgAndStatistics) {
   for (const auto& p : stats["peak_activations"]) EXPECT_EQ(p, 8);
 }
 
+// Peak activation memory in bytes: the peak count of held (stage, micro-batch) activations
+// times the bytes each keeps. 1F1B on 4 ranks holds 4, 3, 2, 1; ZB-V 2R = 8 on every rank:
+// its chunks are half-size (the same layer activations as 1F1B's first rank), but each keeps
+// its own boundary state, so the state bytes are twice 1F1B's first rank.
+TEST(ScheduleCli, PeakActivationMemoryInBytes) {
+  CliRun json = RunCli({"--type", "1f1b", "--ranks", "4", "--microbatches", "8",
+                        "--activation-bytes", "1000", "--format", "json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  nlohmann::json stats = nlohmann::json::parse(json.out);
+  EXPECT_EQ(stats["peak_activation_bytes"], nlohmann::json({4000.0, 3000.0, 2000.0, 1000.0}));
+  CliRun text = RunCli({"--type", "zbv", "--ranks", "4", "--microbatches", "8",
+                        "--activation-bytes=512"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("peak activation memory per rank: 4096 4096 4096 4096 bytes (8, 8, 8, "
+                          "8 x 512 bytes of state kept per stage and micro-batch)"),
+            std::string::npos)
+      << text.out;
+  // Not given: no line (the count alone is still reported).
+  CliRun plain = RunCli({"--type", "zbv", "--ranks", "4", "--microbatches", "8"});
+  EXPECT_EQ(plain.out.find("peak activation memory"), std::string::npos) << plain.out;
+  EXPECT_EQ(RunCli({"--type", "1f1b", "--ranks", "2", "--microbatches", "2",
+                    "--activation-bytes", "-1"}).code, 2);
+}
+
 TEST(ScheduleCli, ValidatesAForeignCsv) {
   const std::string dir = testing::TempDir();
   const std::string good = dir + "/good.csv", bad = dir + "/bad.csv";

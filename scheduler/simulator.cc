@@ -201,6 +201,9 @@ absl::StatusOr<SimResult> Simulator::Run() {
         result_.makespan > 0 ? result_.bubble.back() / result_.makespan : 0.0);
   }
   result_.peak_activations = PeakActivations(lists_);
+  for (int peak : result_.peak_activations) {
+    result_.peak_activation_bytes.push_back(peak * costs_.activation_bytes);
+  }
   return std::move(result_);
 }
 

@@ -36,6 +36,11 @@ struct SimCosts {
   double payload_bytes = 0.0;   // see PayloadBytes
   double bandwidth_gbps = 0.0;  // gigabits per second; <= 0 means infinitely fast
   double reduce_bytes = 0.0;    // REDUCE_GRAD payload (one stage's weight grads)
+  // Memory one stage keeps for each micro-batch from its forward to its last backward action:
+  // the [tokens, N, C] state saved for backward (ActivationBytes; 16x a plain residual's for
+  // N = 16). 0 = unknown. The sublayers' own saved activations, which grow with the stage's
+  // layers, are not counted.
+  double activation_bytes = 0.0;
 
   double FB() const;
   double P2PTime(double bytes) const;  // in ms
@@ -44,6 +49,11 @@ struct SimCosts {
 // The stage-boundary payload: the [tokens, N, C] residual state of the xHC model.
 inline double PayloadBytes(int64_t tokens, int num_streams, int channels, int bytes_per_elem) {
   return static_cast<double>(tokens) * num_streams * channels * bytes_per_elem;
+}
+
+// What one held (stage, micro-batch) activation keeps: the same [tokens, N, C] state.
+inline double ActivationBytes(int64_t tokens, int num_streams, int channels, int bytes_per_elem) {
+  return PayloadBytes(tokens, num_streams, channels, bytes_per_elem);
 }
 
 struct TimedAction {
@@ -60,6 +70,7 @@ struct SimResult {
   std::vector<double> bubble_fraction;  // per rank: bubble / makespan
   std::vector<double> exposed_comm;     // per rank: compute waits caused by transfers
   std::vector<int> peak_activations;    // per rank
+  std::vector<double> peak_activation_bytes;  // per rank: peak_activations x activation_bytes
   std::vector<std::vector<TimedAction>> timeline;  // per rank, compute and comm
 };
 

@@ -84,5 +84,30 @@ TEST(CliVariants, InvalidVariantSettingsNameTheKey) {
   EXPECT_NE(ReadText(log).find("model.residual.window"), std::string::npos) << ReadText(log);
 }
 
+// `xhc schedule --config F` reports peak activation memory in bytes for F's model: each held
+// (stage, micro-batch) keeps batch_size x seq_len tokens of the [N, C] float32 state, so
+// xhc's 16 streams cost 16x vanilla's one.
+TEST(CliVariants, ScheduleReportsActivationBytesForTheConfiguredModel) {
+  const std::string dir = FreshDir("cli_schedule_bytes");
+  const std::string log = dir + "/log.txt";
+  for (const auto& [residual, streams] :
+       {std::pair<std::string, int>{"{type: xhc, n_streams: 16}", 16}, {"{type: vanilla}", 1}}) {
+    WriteText(dir + "/model.yaml", Yaml(residual, dir + "/corpus.txt"));
+    const std::string out = dir + "/stats.txt";
+    ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " schedule --config ", dir,
+                                      "/model.yaml --type 1f1b --ranks 2 --microbatches 4 "
+                                      "--out ", out), log), 0) << ReadText(log);
+    const int64_t per = int64_t{2} * 16 * streams * 16 * 4;  // B·T·N·C·4
+    const std::string want = absl::StrCat("peak activation memory per rank: ", 2 * per, " ",
+                                          per, " bytes (2, 1 x ", per, " bytes");
+    EXPECT_NE(ReadText(out).find(want), std::string::npos) << "want '" << want << "' in\n"
+                                                           << ReadText(out);
+  }
+  EXPECT_EQ(RunCommand(absl::StrCat(XhcBinary(), " schedule --config ", dir,
+                                    "/missing.yaml --type 1f1b --ranks 2 --microbatches 4"),
+                       log), 2);
+  EXPECT_NE(ReadText(log).find("missing.yaml"), std::string::npos) << ReadText(log);
+}
+
 }  // namespace
 }  // namespace xhc::testing
