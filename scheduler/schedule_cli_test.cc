@@ -105,6 +105,14 @@ TEST(ScheduleCli, PeakActivationMemoryInBytes) {
   EXPECT_EQ(plain.out.find("peak activation memory"), std::string::npos) << plain.out;
   EXPECT_EQ(RunCli({"--type", "1f1b", "--ranks", "2", "--microbatches", "2",
                     "--activation-bytes", "-1"}).code, 2);
+  // A foreign CSV's memory too.
+  const std::string csv = testing::TempDir() + "/bytes.csv";
+  std::ofstream(csv) << "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n";
+  CliRun validated = RunCli({"--validate-csv", csv, "--activation-bytes", "100"});
+  ASSERT_EQ(validated.code, 0) << validated.err;
+  EXPECT_NE(validated.out.find("peak activation memory per rank: 200 100 bytes (2, 1 x 100 "),
+            std::string::npos)
+      << validated.out;
 }
 
 TEST(ScheduleCli, ValidatesAForeignCsv) {
