@@ -49,24 +49,41 @@ void StageExecutor::AddSpan(const std::string& name, int track, absl::Time start
   span.set_track(track);
   span.set_start_us(static_cast<double>(absl::ToUnixMicros(start)));
   span.set_dur_us(absl::ToDoubleMicroseconds(end - start));
-  if (track == 0) {
-    outcome_->compute_s += absl::ToDoubleSeconds(end - start);
-  } else {
-    outcome_->comm_wait_s += absl::ToDoubleSeconds(end - start);
-  }
+  const double s = absl::ToDoubleSeconds(end - start);
+  (track == kCompute ? outcome_->compute_s
+   : track == kComm  ? outcome_->comm_wait_s
+                     : outcome_->peer_wait_s) += s;
   outcome_->spans.push_back(std::move(span));
+}
+
+void StageExecutor::AddWaitSpans(const std::string& name, absl::Time start, absl::Time end,
+                                 absl::Time ready) {
+  const WaitSplit split =
+      SplitWait(absl::ToUnixMicros(start), absl::ToUnixMicros(end), absl::ToUnixMicros(ready));
+  const absl::Time peer_done = start + absl::Microseconds(split.peer_us);
+  if (split.peer_us > 0) AddSpan(absl::StrCat("wait peer ", name), kPeerWait, start, peer_done);
+  AddSpan(name, kComm, peer_done, end);
 }
 
 absl::StatusOr<std::vector<float>> StageExecutor::TakeInput(
     std::map<Key, PendingRecv>* recvs, std::map<Key, std::vector<float>>* local, Key key,
     const char* what) {
   if (auto it = recvs->find(key); it != recvs->end()) {
+    const std::string name = Name(what, key.stage, key.mb);
     const absl::Time t0 = absl::Now();
     absl::Status s = it->second.request->Wait(timeout_);
-    AddSpan(Name(what, key.stage, key.mb), 1, t0, absl::Now());
-    RETURN_IF_ERROR(s);
+    const absl::Time t1 = absl::Now();
+    if (!s.ok()) {
+      AddSpan(name, kComm, t0, t1);
+      return s;
+    }
     std::vector<float> buffer = std::move(it->second.buffer);
+    const PayloadStamp expected = it->second.expected;
     recvs->erase(it);
+    ASSIGN_OR_RETURN(const PayloadStamp stamp,
+                     ReadStamp(buffer.data(), buffer.size() - kStampFloats, expected,
+                               absl::StrCat("rank ", rank_, ": ", name)));
+    AddWaitSpans(name, t0, t1, absl::FromUnixMicros(stamp.send_unix_us));
     return buffer;
   }
   if (auto it = local->find(key); it != local->end()) {
@@ -84,7 +101,10 @@ absl::Status StageExecutor::PostRecv(bool forward, int stage, int mb, int peer) 
   const uint64_t tag = forward ? MakeTag(TagKind::kForwardActivation, stage - 1, mb)
                                : MakeTag(TagKind::kBackwardGradient, stage, mb);
   PendingRecv recv;
-  recv.buffer.resize(static_cast<size_t>(models_.at(stage)->StateElements(config_.train.batch_size)));
+  recv.buffer.resize(
+      static_cast<size_t>(models_.at(stage)->StateElements(config_.train.batch_size)) +
+      kStampFloats);
+  recv.expected = {peer, forward ? stage - 1 : stage, mb, step_, 0};
   ASSIGN_OR_RETURN(recv.request, transport_->Irecv(peer, tag, recv.buffer.data(), recv.buffer.size()));
   (forward ? recv_fwd_ : recv_bwd_)[{stage, mb}] = std::move(recv);
   return absl::OkStatus();
@@ -102,6 +122,8 @@ absl::Status StageExecutor::PostSend(bool forward, int stage, int mb, int peer) 
   sends_.emplace_back(nullptr, std::move(it->second));
   outs.erase(it);
   std::vector<float>& buffer = sends_.back().second;
+  WriteStamp({rank_, forward ? stage : stage - 1, mb, step_, absl::ToUnixMicros(absl::Now())},
+             buffer.data(), buffer.size() - kStampFloats);
   ASSIGN_OR_RETURN(sends_.back().first, transport_->Isend(peer, tag, buffer.data(), buffer.size()));
   return absl::OkStatus();
 }
@@ -116,7 +138,8 @@ absl::Status StageExecutor::Forward(int stage, int mb, int64_t step) {
   const bool last = stage == plan_.schedule.num_stages - 1;
   std::vector<float> output;
   model::StageModel& m = *models_.at(stage);
-  if (!last) output.resize(static_cast<size_t>(m.StateElements(batch.batch)));
+  // The payload plus room for its stamp (sent or handed over on this rank unchanged).
+  if (!last) output.resize(static_cast<size_t>(m.StateElements(batch.batch)) + kStampFloats);
   const absl::Time t0 = absl::Now();
   ASSIGN_OR_RETURN(double loss, m.Forward(mb, batch.batch, batch.inputs.data(),
                                           batch.targets.data(), input.data(), output.data()));
@@ -138,7 +161,9 @@ absl::Status StageExecutor::BackwardInput(int stage, int mb) {
     ASSIGN_OR_RETURN(grad, TakeInput(&recv_bwd_, &local_bwd_, {stage, mb}, "recv B"));
   }
   model::StageModel& m = *models_.at(stage);
-  if (stage > 0) dx_in.resize(static_cast<size_t>(m.StateElements(config_.train.batch_size)));
+  if (stage > 0) {
+    dx_in.resize(static_cast<size_t>(m.StateElements(config_.train.batch_size)) + kStampFloats);
+  }
   const absl::Time t0 = absl::Now();
   RETURN_IF_ERROR(m.BackwardInput(mb, 1.0 / config_.train.microbatches, grad.data(), dx_in.data()));
   AddSpan(Name("I", stage, mb), 0, t0, absl::Now());
