@@ -110,21 +110,34 @@ absl::Status StageExecutor::PostRecv(bool forward, int stage, int mb, int peer) 
   return absl::OkStatus();
 }
 
-absl::Status StageExecutor::PostSend(bool forward, int stage, int mb, int peer) {
-  auto& outs = forward ? out_fwd_ : out_bwd_;
-  auto it = outs.find({stage, mb});
-  if (it == outs.end()) {
-    return absl::InternalError(absl::StrCat("rank ", rank_, ": nothing to send for ",
-                                            Name(forward ? "SEND_F" : "SEND_B", stage, mb)));
-  }
+absl::Status StageExecutor::SendNow(bool forward, int stage, int mb, int peer,
+                                    std::vector<float> buffer) {
   const uint64_t tag = forward ? MakeTag(TagKind::kForwardActivation, stage, mb)
                                : MakeTag(TagKind::kBackwardGradient, stage - 1, mb);
-  sends_.emplace_back(nullptr, std::move(it->second));
-  outs.erase(it);
-  std::vector<float>& buffer = sends_.back().second;
+  sends_.emplace_back(nullptr, std::move(buffer));
+  std::vector<float>& b = sends_.back().second;
   WriteStamp({rank_, forward ? stage : stage - 1, mb, step_, absl::ToUnixMicros(absl::Now())},
-             buffer.data(), buffer.size() - kStampFloats);
-  ASSIGN_OR_RETURN(sends_.back().first, transport_->Isend(peer, tag, buffer.data(), buffer.size()));
+             b.data(), b.size() - kStampFloats);
+  ASSIGN_OR_RETURN(sends_.back().first, transport_->Isend(peer, tag, b.data(), b.size()));
+  (forward ? sent_fwd_ : sent_bwd_)[{stage, mb}] = peer;
+  return absl::OkStatus();
+}
+
+absl::Status StageExecutor::PostSend(bool forward, int stage, int mb, int peer) {
+  // The send itself went out when its producer finished (SendNow); the schedule's SEND action
+  // only confirms that it went where the schedule says.
+  auto& sent = forward ? sent_fwd_ : sent_bwd_;
+  const std::string what = Name(forward ? "SEND_F" : "SEND_B", stage, mb);
+  auto it = sent.find({stage, mb});
+  if (it == sent.end()) {
+    return absl::InternalError(absl::StrCat("rank ", rank_, ": nothing to send for ", what));
+  }
+  if (it->second != peer) {
+    return absl::InternalError(absl::StrCat("rank ", rank_, ": the schedule sends ", what,
+                                            " to rank ", peer, ", but its consumer is rank ",
+                                            it->second));
+  }
+  sent.erase(it);
   return absl::OkStatus();
 }
 
@@ -146,10 +159,12 @@ absl::Status StageExecutor::Forward(int stage, int mb, int64_t step) {
   AddSpan(Name("F", stage, mb), 0, t0, absl::Now());
   if (last) {
     outcome_->losses[mb] = loss;
-  } else if (plan_.schedule.RankOf(stage + 1, mb) == rank_) {
+  } else if (const int next = plan_.schedule.RankOf(stage + 1, mb); next == rank_) {
     local_fwd_[{stage + 1, mb}] = std::move(output);
   } else {
-    out_fwd_[{stage, mb}] = std::move(output);
+    // Posted now, not at the schedule's SEND_F: in an overlapped F&B pair (run back to back
+    // on CPU) that would hold the activation back for the whole backward half.
+    RETURN_IF_ERROR(SendNow(true, stage, mb, next, std::move(output)));
   }
   return absl::OkStatus();
 }
@@ -168,10 +183,12 @@ absl::Status StageExecutor::BackwardInput(int stage, int mb) {
   RETURN_IF_ERROR(m.BackwardInput(mb, 1.0 / config_.train.microbatches, grad.data(), dx_in.data()));
   AddSpan(Name("I", stage, mb), 0, t0, absl::Now());
   if (stage == 0) return absl::OkStatus();
-  if (plan_.schedule.RankOf(stage - 1, mb) == rank_) {
+  if (const int prev = plan_.schedule.RankOf(stage - 1, mb); prev == rank_) {
     local_bwd_[{stage - 1, mb}] = std::move(dx_in);
   } else {
-    out_bwd_[{stage, mb}] = std::move(dx_in);
+    // Posted before the weight gradient (a full B runs I then W): the upstream rank waits on
+    // this gradient, not on W.
+    RETURN_IF_ERROR(SendNow(false, stage, mb, prev, std::move(dx_in)));
   }
   return absl::OkStatus();
 }

@@ -78,6 +78,8 @@ class StageExecutor {
   absl::Status BackwardWeight(int stage, int mb);
   absl::Status PostRecv(bool forward, int stage, int mb, int peer);
   absl::Status PostSend(bool forward, int stage, int mb, int peer);
+  // Stamps and posts the send of a just-produced output (forward activation or input grad).
+  absl::Status SendNow(bool forward, int stage, int mb, int peer, std::vector<float> buffer);
   absl::Status ReduceMirror(int stage, int peer);
   absl::StatusOr<std::vector<float>> TakeInput(std::map<Key, PendingRecv>* recvs,
                                                std::map<Key, std::vector<float>>* local,
@@ -105,7 +107,7 @@ class StageExecutor {
   // Step-local buffers.
   std::map<Key, PendingRecv> recv_fwd_, recv_bwd_;
   std::map<Key, std::vector<float>> local_fwd_, local_bwd_;  // handed over on this rank
-  std::map<Key, std::vector<float>> out_fwd_, out_bwd_;      // produced, waiting for SEND
+  std::map<Key, int> sent_fwd_, sent_bwd_;  // sent (to that rank), its SEND action still ahead
   std::vector<std::pair<std::unique_ptr<Request>, std::vector<float>>> sends_;
   std::map<int, TokenBatch> batches_;
   StepOutcome* outcome_ = nullptr;

@@ -110,11 +110,18 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
   const absl::Time t0 = absl::Now();
   for (auto& [s, ps] : params_) ps->ZeroGrads();
   batches_.clear();
+  sent_fwd_.clear();  // left over only by a failed step
+  sent_bwd_.clear();
   absl::Status status = absl::OkStatus();
   for (const Action& a : plan_.lowered[rank_]) {
     status = Execute(a, step);
     if (!status.ok()) break;
     ++actions_done_;
+  }
+  if (status.ok() && !(sent_fwd_.empty() && sent_bwd_.empty())) {
+    status = absl::InternalError(absl::StrCat(
+        "rank ", rank_, ": ", sent_fwd_.size() + sent_bwd_.size(),
+        " output(s) went to other ranks without a SEND action in this rank's schedule"));
   }
   if (status.ok()) status = FinishSends();
   if (!status.ok()) {
