@@ -41,6 +41,11 @@ struct SimCosts {
   // N = 16). 0 = unknown. The sublayers' own saved activations, which grow with the stage's
   // layers, are not counted.
   double activation_bytes = 0.0;
+  // The executor runs a composite action piece by piece and sends each piece's output when
+  // that piece ends (the CPU worker: a full B as I then W, its input gradient leaving after
+  // I; an F&B pair as F then I then W, the activation leaving after F). Requires b = i + w
+  // and fb = f + b. Otherwise outputs leave at the end of the whole action.
+  bool sequential_pieces = false;
 
   double FB() const;
   double P2PTime(double bytes) const;  // in ms

@@ -52,11 +52,14 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   loss /= config_.train.microbatches;
   const double tokens = static_cast<double>(config_.train.microbatches) *
                         config_.train.batch_size * config_.model.seq_len;
-  std::vector<std::string> exposed, bubble, rss_mb;
+  // Per rank, as fractions of its step: exposed communication (transfers waited for after
+  // their data existed), waiting on peers still computing, and everything but compute.
+  std::vector<std::string> exposed, peer_wait, bubble, rss_mb;
   for (const proto::StepReport& report : reports) {
     const proto::StepResult& r = report.step_result();
     rss_mb.push_back(absl::StrFormat("%.1f", r.peak_rss_bytes() / 1048576.0));
     exposed.push_back(absl::StrFormat("%.4f", r.comm_wait_s() / std::max(r.step_s(), 1e-9)));
+    peer_wait.push_back(absl::StrFormat("%.4f", r.peer_wait_s() / std::max(r.step_s(), 1e-9)));
     bubble.push_back(absl::StrFormat("%.4f", 1.0 - r.compute_s() / std::max(r.step_s(), 1e-9)));
     for (const proto::Span& s : r.spans()) {
       trace_spans_.push_back(s);
@@ -77,9 +80,9 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   metrics << absl::StrFormat(
       "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6g, \"step_s\": %.4f, "
       "\"tokens_per_s\": %.1f, \"microbatch_losses\": [%s], \"exposed_comm\": [%s], "
-      "\"bubble\": [%s], \"peak_rss_mb\": [%s]%s}\n",
+      "\"peer_wait\": [%s], \"bubble\": [%s], \"peak_rss_mb\": [%s]%s}\n",
       step + 1, loss, reports[0].step_result().grad_norm(), step_s, tokens / step_s, ExactList(losses),
-      absl::StrJoin(exposed, ", "), absl::StrJoin(bubble, ", "),
+      absl::StrJoin(exposed, ", "), absl::StrJoin(peer_wait, ", "), absl::StrJoin(bubble, ", "),
       absl::StrJoin(rss_mb, ", "),
       val.empty() ? "" : absl::StrFormat(", \"val_loss\": %.6f", val_loss));
   if (!eta_) eta_ = std::make_unique<EtaEstimator>(total_steps_, config_.train.eval_every);
