@@ -12,6 +12,7 @@ PACKAGES=(
   fortunes                 # default training corpus (real English text)
   iproute2                 # network-namespace test of a worker on a second address
   slurm-wlm                # tests/launch: a one-node Slurm cluster (auth/none) runs examples/slurm/xhc.sbatch
+  openssl                  # tests/distributed:mutual_tls_test makes its CA and certificates
   hostname                 # xhc.sbatch: `hostname -I` for each worker's data-plane address
   clang-14 libclang-rt-14-dev  # fuzz targets: libFuzzer + sanitizer runtimes (bazel --config=fuzz)
 )

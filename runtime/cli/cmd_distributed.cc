@@ -131,8 +131,10 @@ absl::Status Worker(const std::vector<std::string>& args) {
                           "$SLURM_NTASKS)"},
            {"tls-ca", "CA certificate (PEM) to verify the controller"},
            {"tls-cert", "client certificate (PEM) for mutual TLS"},
-           {"tls-key", "client key (PEM)"}}));
+           {"tls-key", "client key (PEM)"},
+           {"connect-timeout", "seconds to keep trying to reach the controller (default 60)"}}));
   ASSIGN_OR_RETURN(worker::WorkerOptions o, LaunchedWorkerOptions(flags));
+  ASSIGN_OR_RETURN(o.connect_timeout_s, flags.GetDouble("connect-timeout", o.connect_timeout_s));
   if (flags.Has("token-file")) {
     ASSIGN_OR_RETURN(o.token, worker::ReadTokenFile(flags.Get("token-file")));
   } else if (const char* t = std::getenv("XHC_JOB_TOKEN"); t != nullptr) {
@@ -146,6 +148,13 @@ absl::Status Worker(const std::vector<std::string>& args) {
   o.advertise_address = flags.Get("advertise-address", "127.0.0.1");
   o.config_path = flags.Get("config");
   o.tls = {flags.Get("tls-ca"), flags.Get("tls-cert"), flags.Get("tls-key")};
+  if (o.tls.cert.empty() != o.tls.key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!o.tls.cert.empty() && o.tls.ca.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert needs --tls-ca (the CA that signed the controller's certificate)");
+  }
   return worker::RunWorker(o);
 }
 

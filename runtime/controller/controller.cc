@@ -77,8 +77,9 @@ absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::Regist
     if (!workers_[r].registered) rank = r;
   }
   if (rank < 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("job already has its ", options_.workers, " workers"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "worker ", req.worker_id(), " refused: the job already has its ", options_.workers,
+        " workers (a new worker takes a rank only after that rank's worker dies)"));
   }
   Worker& w = workers_[rank];
   w.registered = true;

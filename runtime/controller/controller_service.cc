@@ -135,6 +135,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, creds, &server->port_);
   builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("controller: cannot listen on ", address));

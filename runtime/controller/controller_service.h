@@ -16,6 +16,11 @@ namespace xhc::controller {
 
 inline constexpr char kTokenMetadataKey[] = "x-xhc-token";
 
+// The largest request the controller reads; gRPC refuses a bigger one (RESOURCE_EXHAUSTED)
+// before it is parsed or reaches a handler. Workers send registrations, heartbeats,
+// rendezvous addresses and step reports (a few KiB with their trace spans), far below it.
+inline constexpr int kMaxRequestBytes = 4 << 20;
+
 struct TlsFiles {
   std::string cert, key, client_ca;  // PEM paths; all empty = plaintext
 };

@@ -22,6 +22,14 @@ void PrepareContext(grpc::ClientContext* ctx, const std::string& token, double t
 // grpc::Status → absl::Status with `what` prefixed; UNAUTHENTICATED gets a hint.
 absl::Status FromGrpc(const grpc::Status& s, const std::string& what);
 
+// When `s` (UNAVAILABLE) is a TLS handshake that failed: " (...)" saying why in terms of
+// this client's flags, for a refusal retrying will not fix. "" when it is not one.
+std::string ExplainTlsFailure(const grpc::Status& s, const ClientTls& tls);
+
+// For a controller still UNAVAILABLE after `waited_s` of retries: " (...)" with the likely
+// causes, a plaintext client against a TLS controller among them.
+std::string ExplainUnreachable(const grpc::Status& s, const ClientTls& tls, double waited_s);
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& address,
                                                            const ClientTls& tls);
 

@@ -48,12 +48,18 @@ absl::StatusOr<proto::RegisterResponse> RegisterWithRetry(proto::Controller::Stu
     proto::RegisterResponse resp;
     grpc::Status s = stub->Register(&ctx, req, &resp);
     if (s.ok()) return resp;
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() > deadline) {
+    // A controller not listening yet is worth waiting for; a refused TLS handshake is not.
+    const std::string tls_failure = ExplainTlsFailure(s, o.tls);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || !tls_failure.empty() ||
+        absl::Now() > deadline) {
       std::string what = absl::StrCat("register with controller ", o.controller);
       if (o.world_size > 0) {
         absl::StrAppend(&what, " (world size ", o.world_size, " from ", o.world_from, ")");
       }
-      return FromGrpc(s, what);
+      absl::Status status = FromGrpc(s, what);
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return status;
+      return absl::UnavailableError(absl::StrCat(
+          status.message(), tls_failure.empty() ? ExplainUnreachable(s, o.tls, o.connect_timeout_s) : tls_failure));
     }
     absl::SleepFor(absl::Milliseconds(200));
   }

@@ -3,9 +3,7 @@
 // token in XHC_JOB_TOKEN. They join a real controller, take the ranks RANK names (rank 1
 // registers first and still gets rank 1), and train exactly as `xhc train` does; a worker
 // whose WORLD_SIZE disagrees with the job's worker count is refused, naming both.
-#include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,14 +21,6 @@ std::string TorchrunWorker(int port, const std::string& token, int rank, int wor
   return absl::StrCat("env MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " RANK=", rank,
                       " WORLD_SIZE=", world, " XHC_JOB_TOKEN=", token, " ", XhcBinary(),
                       " worker");
-}
-
-bool WaitForText(const std::string& path, const std::string& text, double timeout_s) {
-  for (int i = 0; i < timeout_s * 100; ++i) {
-    if (ReadText(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
 }
 
 TEST(TorchrunLaunch, WorkersFromTorchrunVariablesJoinAndTrainLikeXhcTrain) {

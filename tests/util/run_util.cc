@@ -91,6 +91,14 @@ std::string ReadText(const std::string& path) {
   return ss.str();
 }
 
+bool WaitForText(const std::string& path, const std::string& text, double timeout_s) {
+  for (int i = 0; i < timeout_s * 100; ++i) {
+    if (ReadText(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 std::vector<std::string> MicrobatchLosses(const std::string& run_dir) {
   std::vector<std::string> out;
   std::istringstream in(ReadText(run_dir + "/metrics.jsonl"));

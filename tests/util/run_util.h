@@ -34,6 +34,9 @@ int WaitForExit(int pid, double timeout_s);
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int FreePort();
 
+// Waits up to timeout_s for `text` to appear in the file at `path`.
+bool WaitForText(const std::string& path, const std::string& text, double timeout_s);
+
 // Reads a whole text file ("" when missing).
 std::string ReadText(const std::string& path);
 
