@@ -150,6 +150,7 @@ absl::Status ReadRest(ConfigReader& root, Config* c) {
   RETURN_IF_ERROR(p.Get("workers", &c->pipeline.workers));
   RETURN_IF_ERROR(p.Get("chunks", &c->pipeline.chunks));
   RETURN_IF_ERROR(p.Get("schedule_csv", &c->pipeline.schedule_csv));
+  RETURN_IF_ERROR(p.Get("data_parallel", &c->pipeline.data_parallel));
   RETURN_IF_ERROR(p.Finish());
   if (!c->pipeline.schedule_csv.empty() && (has_schedule || has_chunks)) {
     // The CSV says which stages each rank holds and in what order it runs them.
@@ -159,6 +160,7 @@ absl::Status ReadRest(ConfigReader& root, Config* c) {
   }
   if (c->pipeline.workers < 1) return Invalid("pipeline.workers", "must be >= 1");
   if (c->pipeline.chunks < 1) return Invalid("pipeline.chunks", "must be >= 1");
+  RETURN_IF_ERROR(ValidateDataParallel(c->pipeline.data_parallel, c->train.microbatches));
   RETURN_IF_ERROR(root.Child("checkpoint", &ck));
   RETURN_IF_ERROR(ck.Get("every", &c->checkpoint.every));
   RETURN_IF_ERROR(ck.Get("keep", &c->checkpoint.keep));
