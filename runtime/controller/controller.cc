@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 
 absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const Config& config,
                                                                const ControllerOptions& options) {
-  ASSIGN_OR_RETURN(plan::JobPlan plan, plan::MakePlan(config, options.workers));
+  ASSIGN_OR_RETURN(plan::JobPlan plan,
+                   plan::MakePlan(config, options.workers, options.data_parallel));
   auto c = std::unique_ptr<Controller>(new Controller(config, options, std::move(plan)));
   if (options.resume) {
     std::vector<std::string> warnings;
