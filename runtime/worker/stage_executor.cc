@@ -1,6 +1,7 @@
 #include "runtime/worker/stage_executor.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -61,6 +62,8 @@ StageExecutor::StageExecutor(const Config& config, const plan::JobPlan& plan, in
       }
     }
     for (const auto& [stage, i] : last) grads_done_after_[i].push_back(stage);
+    const char* blocking = std::getenv("XHC_REPLICA_REDUCE_BLOCKING");
+    blocking_replica_reduce_ = blocking != nullptr && std::string(blocking) == "1";
   }
 }
 

@@ -110,6 +110,9 @@ class StageExecutor {
   int replica_ = 0, pipeline_rank_ = 0;
   std::unique_ptr<ReplicaReducer> reducer_;
   std::map<size_t, std::vector<int>> grads_done_after_;
+  // XHC_REPLICA_REDUCE_BLOCKING=1: wait for each exchange as soon as it is launched, so the
+  // reported wait is the exchange's whole duration (the baseline of the hidden fraction).
+  bool blocking_replica_reduce_ = false;
   StepOutcome* outcome_ = nullptr;
   int64_t actions_done_ = 0;
 };
