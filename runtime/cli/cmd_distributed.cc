@@ -34,11 +34,15 @@ void UseScheduleCsvFlag(const Flags& flags, Config& config) {
 absl::Status Launch(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    ParseFlagsOrHelp("launch",
-                                    "--config FILE [--workers R] [--steps N] [--out DIR] "
-                                    "[--resume RUN_DIR] [--schedule-csv FILE]",
+                                    "--config FILE [--workers R] [--data-parallel D] [--steps N] "
+                                    "[--out DIR] [--resume RUN_DIR] [--schedule-csv FILE]",
                                     args,
                                     {{"config", "job config (YAML)"},
-                                     {"workers", "worker processes (default pipeline.workers)"},
+                                     {"workers", "pipeline ranks per replica (default "
+                                                 "pipeline.workers)"},
+                                     {"data-parallel", "pipeline replicas (default "
+                                                       "pipeline.data_parallel); D x R worker "
+                                                       "processes"},
                                      {"schedule-csv", kScheduleCsvHelp},
                                      {"steps", "override train.steps"},
                                      {"out", "run directory (default runs/launch-<time>)"},
@@ -58,6 +62,8 @@ absl::Status Launch(const std::vector<std::string>& args) {
   UseScheduleCsvFlag(flags, config);
   ASSIGN_OR_RETURN(int64_t workers, flags.GetInt("workers", 0));
   o.workers = static_cast<int>(workers);
+  ASSIGN_OR_RETURN(int64_t data_parallel, flags.GetInt("data-parallel", 0));
+  o.data_parallel = static_cast<int>(data_parallel);
   ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
   std::string schedule = config.pipeline.schedule_csv.empty()
                              ? config.pipeline.schedule
@@ -65,9 +71,11 @@ absl::Status Launch(const std::vector<std::string>& args) {
   // A resumed job runs the CSV it started with (controller/saved_schedule.h).
   const std::string saved = controller::SavedSchedulePath(o.out_dir);
   if (o.resume && std::filesystem::exists(saved)) schedule = "CSV " + saved;
-  std::printf("xhc launch: %s residual, %d workers, %s schedule; run directory %s\n",
+  const int replicas = o.data_parallel > 0 ? o.data_parallel : config.pipeline.data_parallel;
+  std::printf("xhc launch: %s residual, %d workers x %d replica(s), %s schedule; run directory "
+              "%s\n",
               ResidualTypeName(config.model.residual.type).c_str(),
-              o.workers > 0 ? o.workers : config.pipeline.workers, schedule.c_str(),
+              o.workers > 0 ? o.workers : config.pipeline.workers, replicas, schedule.c_str(),
               o.out_dir.c_str());
   std::fflush(stdout);
   RETURN_IF_ERROR(launch::RunLaunch(config, o));
@@ -164,7 +172,9 @@ absl::Status Controller(const std::vector<std::string>& args) {
       ParseFlagsOrHelp("controller", "--config FILE [--listen HOST:PORT] [--workers R] ...", args,
                        {{"config", "job config (YAML)", false, true},
                         {"listen", "address to serve on (default 127.0.0.1:7070)"},
-                        {"workers", "workers to wait for (default pipeline.workers)"},
+                        {"workers", "pipeline ranks per replica (default pipeline.workers)"},
+                        {"data-parallel", "pipeline replicas (default pipeline.data_parallel); "
+                                          "the job waits for D x R workers"},
                         {"schedule-csv", kScheduleCsvHelp},
                         {"steps", "override train.steps"},
                         {"out", "run directory (default runs/job)"},
@@ -178,6 +188,8 @@ absl::Status Controller(const std::vector<std::string>& args) {
   controller::ControllerOptions o;
   ASSIGN_OR_RETURN(int64_t workers, flags.GetInt("workers", config.pipeline.workers));
   o.workers = static_cast<int>(workers);
+  ASSIGN_OR_RETURN(int64_t data_parallel, flags.GetInt("data-parallel", 0));
+  o.data_parallel = static_cast<int>(data_parallel);
   ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
   o.run_dir = flags.Get("out", "runs/job");
   o.resume = flags.GetBool("resume");
@@ -197,7 +209,7 @@ absl::Status Controller(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(auto server, controller::ControllerServer::Start(
                                     ctl.get(), flags.Get("listen", "127.0.0.1:7070"), token, tls));
   std::printf("xhc controller: listening on port %d, waiting for %d workers; token in %s\n",
-              server->port(), o.workers, token_file.c_str());
+              server->port(), ctl->plan().world_size(), token_file.c_str());
   std::fflush(stdout);
   absl::Status s = ctl->Run();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let SHUTDOWN reach workers

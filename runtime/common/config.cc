@@ -164,6 +164,7 @@ absl::Status ReadPipeline(ConfigReader& p, int n_layers, PipelineConfig* pc) {
   RETURN_IF_ERROR(p.Get("schedule_csv", &pc->schedule_csv));
   RETURN_IF_ERROR(ReadStageLayers(p, "first_stage_layers", n_layers, &pc->first_stage_layers));
   RETURN_IF_ERROR(ReadStageLayers(p, "last_stage_layers", n_layers, &pc->last_stage_layers));
+  RETURN_IF_ERROR(p.Get("data_parallel", &pc->data_parallel));
   RETURN_IF_ERROR(p.Finish());
   if (!pc->schedule_csv.empty() && (has_schedule || has_chunks)) {
     // The CSV says which stages each rank holds and in what order it runs them.
@@ -186,6 +187,7 @@ absl::Status ReadRest(ConfigReader& root, Config* c) {
   ConfigReader p({}, ""), ck({}, ""), f({}, "");
   RETURN_IF_ERROR(root.Child("pipeline", &p));
   RETURN_IF_ERROR(ReadPipeline(p, c->model.n_layers, &c->pipeline));
+  RETURN_IF_ERROR(ValidateDataParallel(c->pipeline.data_parallel, c->train.microbatches));
   RETURN_IF_ERROR(root.Child("checkpoint", &ck));
   RETURN_IF_ERROR(ck.Get("every", &c->checkpoint.every));
   RETURN_IF_ERROR(ck.Get("keep", &c->checkpoint.keep));

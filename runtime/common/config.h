@@ -85,6 +85,10 @@ struct PipelineConfig {
   // stage count (runtime/plan).
   std::optional<int> first_stage_layers;
   std::optional<int> last_stage_layers;
+  // Data-parallel replicas of the whole pipeline: the job runs data_parallel x workers ranks,
+  // replica r taking the contiguous block of train.microbatches / data_parallel micro-batches
+  // starting at r * (train.microbatches / data_parallel); the global batch is unchanged.
+  int data_parallel = 1;
 };
 
 struct CheckpointConfig {
@@ -118,6 +122,11 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 
 // Parses only the `model:` block (what `xhc eval --weights` needs); other blocks are ignored.
 absl::StatusOr<ModelConfig> ParseModelOnly(const std::string& yaml_text);
+
+// pipeline.data_parallel (or --data-parallel) against train.microbatches: D >= 1 and D
+// divides the micro-batches, so every replica runs the same schedule. kInvalidArgument naming
+// pipeline.data_parallel.
+absl::Status ValidateDataParallel(int data_parallel, int microbatches);
 
 // Checks cross-field constraints (k <= N, heads divide d_model, ...) and resolves defaults
 // that depend on other fields (d_ff, mhc's N). Called by ParseConfig.

@@ -91,10 +91,23 @@ TEST(Config, BadInputNamesTheKey) {
   ExpectRejected("train: {batch_size: 0}\n", "train.batch_size");
   ExpectRejected("optim: {lr: -1}\n", "optim.lr");
   ExpectRejected("pipeline: {workers: 0}\n", "pipeline.workers");
+  ExpectRejected("pipeline: {data_parallel: 0}\n", "pipeline.data_parallel");
+  ExpectRejected("train: {microbatches: 4}\npipeline: {data_parallel: 3}\n",
+                 "pipeline.data_parallel: 3 replicas cannot split train.microbatches = 4");
   ExpectRejected("checkpoint: {keep: 0}\n", "checkpoint.keep");
   ExpectRejected("fault: {heartbeat_timeout: 0}\n", "fault.heartbeat_timeout");
   ExpectRejected("model: [1, 2]\n", "model");
   ExpectRejected("model: {d_model: [\n", "YAML");
+}
+
+TEST(Config, DataParallelDefaultsToOneAndParses) {
+  absl::StatusOr<Config> plain = ParseConfig("pipeline: {workers: 2}\n");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->pipeline.data_parallel, 1);
+  absl::StatusOr<Config> dp =
+      ParseConfig("train: {microbatches: 8}\npipeline: {workers: 2, data_parallel: 4}\n");
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  EXPECT_EQ(dp->pipeline.data_parallel, 4);
 }
 
 TEST(Config, MissingFileIsNotFound) {

@@ -109,6 +109,20 @@ absl::Status ValidateModel(ModelConfig& m) {
   return ValidateWindow(m);
 }
 
+absl::Status ValidateDataParallel(int data_parallel, int microbatches) {
+  if (data_parallel < 1 || data_parallel > 4096) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "pipeline.data_parallel: %d is not in [1, 4096]", data_parallel));
+  }
+  if (microbatches % data_parallel != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "pipeline.data_parallel: %d replicas cannot split train.microbatches = %d evenly (each "
+        "replica runs the same schedule on train.microbatches / data_parallel micro-batches); "
+        "use a divisor of %d", data_parallel, microbatches, microbatches));
+  }
+  return absl::OkStatus();
+}
+
 std::string ModelConfigToYaml(const ModelConfig& m) {
   const ResidualConfig& r = m.residual;
   return absl::StrFormat(

@@ -20,8 +20,8 @@ namespace fs = std::filesystem;
 
 absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const Config& config,
                                                                const ControllerOptions& options) {
-  ASSIGN_OR_RETURN(plan::JobPlan plan, PlanForRun(config, options.workers, options.run_dir,
-                                                  options.resume));
+  ASSIGN_OR_RETURN(plan::JobPlan plan, PlanForRun(config, options.workers, options.data_parallel,
+                                                  options.run_dir, options.resume));
   auto c = std::unique_ptr<Controller>(new Controller(config, options, std::move(plan)));
   if (options.resume) {
     std::vector<std::string> warnings;
@@ -54,7 +54,8 @@ Controller::Controller(const Config& config, const ControllerOptions& options,
   job_id_ = absl::StrFormat("job-%016x", Mix64(static_cast<uint64_t>(::getpid()) ^
                                                static_cast<uint64_t>(time(nullptr))));
   total_steps_ = options.steps >= 0 ? options.steps : config.train.steps;
-  workers_.resize(options.workers);
+  world_size_ = plan_.world_size();
+  workers_.resize(world_size_);
 }
 
 absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::RegisterRequest& req) {
@@ -64,21 +65,22 @@ absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::Regist
         "worker ", req.worker_id(), " was started with a config whose model hash ",
         req.config_hash(), " differs from the job's ", config_hash_));
   }
-  if (req.world_size() > 0 && req.world_size() != options_.workers) {
+  if (req.world_size() > 0 && req.world_size() != world_size_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker ", req.worker_id(), " was started as one of ", req.world_size(),
-        " workers, but this job has ", options_.workers,
-        " (the launcher's task count must equal the controller's --workers)"));
+        " workers, but this job has ", world_size_,
+        " (the launcher's task count must equal the controller's --workers x "
+        "--data-parallel)"));
   }
   int rank = -1;
   const int hint = req.rank_hint();
-  if (hint >= 0 && hint < options_.workers && !workers_[hint].registered) rank = hint;
-  for (int r = 0; rank < 0 && r < options_.workers; ++r) {
+  if (hint >= 0 && hint < world_size_ && !workers_[hint].registered) rank = hint;
+  for (int r = 0; rank < 0 && r < world_size_; ++r) {
     if (!workers_[r].registered) rank = r;
   }
   if (rank < 0) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "worker ", req.worker_id(), " refused: the job already has its ", options_.workers,
+        "worker ", req.worker_id(), " refused: the job already has its ", world_size_,
         " workers (a new worker takes a rank only after that rank's worker dies)"));
   }
   Worker& w = workers_[rank];
@@ -92,10 +94,11 @@ absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::Regist
   w.last_beat = Clock::now();
   proto::RegisterResponse resp;
   resp.set_rank(rank);
-  resp.set_world_size(options_.workers);
+  resp.set_world_size(world_size_);
   resp.set_config_yaml(config_.source_yaml);
   resp.set_config_hash(config_hash_);
-  for (int s : plan_.StagesOf(rank)) resp.add_stages(s);
+  for (int s : plan_.StagesOf(plan_.PipelineRankOf(rank))) resp.add_stages(s);
+  resp.set_data_parallel(plan_.data_parallel);
   resp.set_actions(plan::DescribeRankActions(plan_, rank));
   resp.set_schedule_csv(plan_.schedule_csv);
   resp.set_job_id(job_id_);
@@ -150,7 +153,7 @@ int64_t Controller::Attach(int rank) {
 
 void Controller::Heartbeat(const proto::Heartbeat& beat, int64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (beat.rank() < 0 || beat.rank() >= options_.workers) return;
+  if (beat.rank() < 0 || beat.rank() >= world_size_) return;
   Worker& w = workers_[beat.rank()];
   if (w.epoch != epoch) return;
   w.last_beat = Clock::now();
@@ -184,7 +187,7 @@ std::optional<proto::Command> Controller::NextCommand(int rank, int64_t epoch, d
 
 absl::Status Controller::Report(const proto::StepReport& report) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (report.rank() < 0 || report.rank() >= options_.workers) {
+  if (report.rank() < 0 || report.rank() >= world_size_) {
     return absl::InvalidArgumentError(absl::StrCat("report from unknown rank ", report.rank()));
   }
   if (report.kind_case() == proto::StepReport::KIND_NOT_SET) {
@@ -206,7 +209,7 @@ proto::StatusResponse Controller::Status() {
   s.set_loss(last_loss_);
   s.set_tokens_per_s(tokens_per_s_);
   const auto now = Clock::now();
-  for (int r = 0; r < options_.workers; ++r) {
+  for (int r = 0; r < world_size_; ++r) {
     const Worker& w = workers_[r];
     s.add_workers(absl::StrFormat(
         "rank %d: %s pid %d %s, last heartbeat %.1f s ago, progress %d", r,
@@ -219,7 +222,7 @@ proto::StatusResponse Controller::Status() {
 
 void Controller::WorkerProcessExited(int rank, const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (rank < 0 || rank >= options_.workers || stopped_) return;
+  if (rank < 0 || rank >= world_size_ || stopped_) return;
   if (!workers_[rank].registered || !workers_[rank].attached) {
     startup_failure_ = absl::StrCat("worker for rank ", rank, " exited before joining: ", why);
     cv_.notify_all();
@@ -244,7 +247,7 @@ void Controller::Broadcast(const proto::Command& command) {
 std::vector<int> Controller::DeadOrHungRanks() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<int> out;
-  for (int r = 0; r < options_.workers; ++r) {
+  for (int r = 0; r < world_size_; ++r) {
     const Worker& w = workers_[r];
     const double silent = std::chrono::duration<double>(Clock::now() - w.last_beat).count();
     if (!w.registered || !w.alive || silent > config_.fault.heartbeat_timeout_s) out.push_back(r);
@@ -253,7 +256,7 @@ std::vector<int> Controller::DeadOrHungRanks() {
 }
 
 absl::Status Controller::FirstDeadWorker() const {
-  for (int r = 0; r < options_.workers; ++r) {
+  for (int r = 0; r < world_size_; ++r) {
     const Worker& w = workers_[r];
     if (w.attached && !w.alive) {
       return absl::UnavailableError(absl::StrFormat(
@@ -295,7 +298,7 @@ absl::Status Controller::WaitForWorkers() {
     cv_.wait_for(lock, std::chrono::milliseconds(200));
     if (Clock::now() >= deadline) {
       std::vector<int> missing;
-      for (int r = 0; r < options_.workers; ++r) {
+      for (int r = 0; r < world_size_; ++r) {
         if (!workers_[r].registered || !workers_[r].attached) missing.push_back(r);
       }
       return absl::DeadlineExceededError(
@@ -340,7 +343,7 @@ absl::StatusOr<std::vector<proto::StepReport>> Controller::CollectReports(Report
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   while (true) {
     std::vector<proto::StepReport> got;
-    for (int r = 0; r < options_.workers; ++r) {
+    for (int r = 0; r < world_size_; ++r) {
       auto it = reports_.find({key, r});
       if (it == reports_.end()) break;
       if (!it->second.error().empty()) {
@@ -349,8 +352,8 @@ absl::StatusOr<std::vector<proto::StepReport>> Controller::CollectReports(Report
       }
       got.push_back(it->second);
     }
-    if (static_cast<int>(got.size()) == options_.workers) {
-      for (int r = 0; r < options_.workers; ++r) reports_.erase({key, r});
+    if (static_cast<int>(got.size()) == world_size_) {
+      for (int r = 0; r < world_size_; ++r) reports_.erase({key, r});
       return got;
     }
     if (stopped_) return absl::CancelledError("controller stopped");

@@ -30,7 +30,9 @@
 namespace xhc::controller {
 
 struct ControllerOptions {
-  int workers = 1;
+  int workers = 1;                // pipeline ranks per replica
+  int data_parallel = 0;          // pipeline replicas (0 = pipeline.data_parallel); the job
+                                  // waits for data_parallel x workers worker processes
   int64_t steps = -1;             // total steps (train.steps when < 0)
   std::string run_dir;            // metrics.jsonl, trace.json, checkpoints/
   double register_timeout_s = 120;
@@ -135,6 +137,7 @@ class Controller {
   ControllerOptions options_;
   plan::JobPlan plan_;
   std::string config_hash_;
+  int world_size_ = 0;  // worker processes: plan_.world_size()
   std::string job_id_;
   int64_t total_steps_ = 0;
   int64_t start_step_ = 0;

@@ -54,10 +54,11 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
                         config_.train.batch_size * config_.model.seq_len;
   // Per rank, as fractions of its step: exposed communication (transfers waited for after
   // their data existed), waiting on peers still computing, and everything but compute.
-  std::vector<std::string> exposed, peer_wait, bubble, rss_mb;
+  std::vector<std::string> exposed, peer_wait, bubble, rss_mb, replica_wait;
   for (const proto::StepReport& report : reports) {
     const proto::StepResult& r = report.step_result();
     rss_mb.push_back(absl::StrFormat("%.1f", r.peak_rss_bytes() / 1048576.0));
+    replica_wait.push_back(absl::StrFormat("%.6f", r.replica_grad_wait_s()));
     exposed.push_back(absl::StrFormat("%.4f", r.comm_wait_s() / std::max(r.step_s(), 1e-9)));
     peer_wait.push_back(absl::StrFormat("%.4f", r.peer_wait_s() / std::max(r.step_s(), 1e-9)));
     bubble.push_back(absl::StrFormat("%.4f", 1.0 - r.compute_s() / std::max(r.step_s(), 1e-9)));
@@ -80,10 +81,13 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   metrics << absl::StrFormat(
       "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6g, \"step_s\": %.4f, "
       "\"tokens_per_s\": %.1f, \"microbatch_losses\": [%s], \"exposed_comm\": [%s], "
-      "\"peer_wait\": [%s], \"bubble\": [%s], \"peak_rss_mb\": [%s]%s}\n",
+      "\"peer_wait\": [%s], \"bubble\": [%s], \"peak_rss_mb\": [%s]%s%s}\n",
       step + 1, loss, reports[0].step_result().grad_norm(), step_s, tokens / step_s, ExactList(losses),
       absl::StrJoin(exposed, ", "), absl::StrJoin(peer_wait, ", "), absl::StrJoin(bubble, ", "),
       absl::StrJoin(rss_mb, ", "),
+      plan_.data_parallel == 1
+          ? ""
+          : absl::StrCat(", \"replica_grad_wait_s\": [", absl::StrJoin(replica_wait, ", "), "]"),
       val.empty() ? "" : absl::StrFormat(", \"val_loss\": %.6f", val_loss));
   if (!eta_) eta_ = std::make_unique<EtaEstimator>(total_steps_, config_.train.eval_every);
   eta_->Add(step + 1, step_s, evaluate);
@@ -113,7 +117,7 @@ absl::Status Controller::Checkpoint(int64_t step) {
 
 bool Controller::ReportsComplete(ReportKey key) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int r = 0; r < options_.workers; ++r) {
+  for (int r = 0; r < world_size_; ++r) {
     if (!reports_.count({key, r})) return false;
   }
   return true;
@@ -132,10 +136,12 @@ absl::Status Controller::FinishCheckpoint(bool block) {
   m.config_yaml = config_.source_yaml;
   m.sampler_step = step;
   m.rng = {{"seed", absl::StrCat(config_.train.seed)}};
+  // Replica 0 alone writes shards, so the checkpoint is the same whatever data_parallel is.
   std::vector<int> all_stages(plan_.stages.size());
   for (size_t st = 0; st < all_stages.size(); ++st) all_stages[st] = static_cast<int>(st);
-  m.layout = absl::StrFormat("%d ranks %s, layers per stage [%s]", options_.workers,
+  m.layout = absl::StrFormat("%d ranks %s, layers per stage [%s]", plan_.num_ranks(),
                              plan_.schedule.type, plan::DescribeStageLayers(plan_, all_stages));
+  if (plan_.data_parallel > 1) absl::StrAppend(&m.layout, " x ", plan_.data_parallel, " replicas");
   double stall = 0, write = 0;
   int64_t bytes = 0;
   for (const proto::StepReport& report : reports) {
@@ -164,7 +170,7 @@ absl::Status Controller::FinishCheckpoint(bool block) {
 
 void Controller::WriteTrace() {
   const std::string path = (fs::path(options_.run_dir) / "trace.json").string();
-  absl::Status s = WriteChromeTrace(path, trace_spans_, trace_ranks_, options_.workers);
+  absl::Status s = WriteChromeTrace(path, trace_spans_, trace_ranks_, world_size_);
   if (!s.ok()) LogWarning("trace: %s", s.message());
 }
 
@@ -256,8 +262,9 @@ absl::Status Controller::Run() {
   // A --schedule-csv is not in config.yaml: keep the CSV itself for --resume.
   RETURN_IF_ERROR(SaveSchedule(plan_, options_.run_dir));
   RETURN_IF_ERROR(WaitForWorkers());
-  LogInfo("all %d workers joined; %s schedule, %d stages, steps %d..%d", options_.workers,
-          plan_.schedule.type, plan_.schedule.num_stages, start_step_, total_steps_);
+  LogInfo("all %d workers joined; %s schedule, %d stages, %d replica(s), steps %d..%d",
+          world_size_, plan_.schedule.type, plan_.schedule.num_stages, plan_.data_parallel,
+          start_step_, total_steps_);
   absl::Status status = ResumeAll(resume_from_);
   int64_t step = start_step_;
   while (status.ok() && step < total_steps_) {

@@ -57,7 +57,7 @@ class ControllerServer::Service final : public proto::Controller::Service {
     proto::Heartbeat first;
     if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no heartbeat");
     const int rank = first.rank();
-    if (rank < 0 || rank >= controller_->plan().num_ranks()) {
+    if (rank < 0 || rank >= controller_->plan().world_size()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "heartbeat from unknown rank");
     }
     const int64_t epoch = controller_->Attach(rank);

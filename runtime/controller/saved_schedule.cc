@@ -14,11 +14,11 @@ std::string SavedSchedulePath(const std::string& run_dir) {
   return (fs::path(run_dir) / "schedule.csv").string();
 }
 
-absl::StatusOr<plan::JobPlan> PlanForRun(const Config& config, int workers,
+absl::StatusOr<plan::JobPlan> PlanForRun(const Config& config, int workers, int data_parallel,
                                          const std::string& run_dir, bool resume) {
   const std::string saved_path = SavedSchedulePath(run_dir);
   std::error_code ec;
-  if (!resume || !fs::exists(saved_path, ec)) return plan::MakePlan(config, workers);
+  if (!resume || !fs::exists(saved_path, ec)) return plan::MakePlan(config, workers, data_parallel);
   ASSIGN_OR_RETURN(std::string saved, ReadWholeFile(saved_path));
   const std::string& named = config.pipeline.schedule_csv;
   if (!named.empty()) {
@@ -36,7 +36,8 @@ absl::StatusOr<plan::JobPlan> PlanForRun(const Config& config, int workers,
     }
   }
   LogInfo("resume: running the schedule CSV saved in %s", saved_path);
-  return plan::MakePlanFromCsv(config, workers, saved, saved_path);
+  return plan::MakePlanFromCsv(config, workers, saved, saved_path,
+                               data_parallel > 0 ? data_parallel : config.pipeline.data_parallel);
 }
 
 absl::Status SaveSchedule(const plan::JobPlan& plan, const std::string& run_dir) {

@@ -22,7 +22,7 @@ std::string SavedSchedulePath(const std::string& run_dir);
 // with a saved schedule runs that CSV, whatever pipeline.schedule says; a CSV named again
 // (config.pipeline.schedule_csv, from --schedule-csv or the config) must hold the same bytes,
 // else kFailedPrecondition naming both files; one that can no longer be read is not needed.
-absl::StatusOr<plan::JobPlan> PlanForRun(const Config& config, int workers,
+absl::StatusOr<plan::JobPlan> PlanForRun(const Config& config, int workers, int data_parallel,
                                          const std::string& run_dir, bool resume);
 
 // Saves plan.schedule_csv as SavedSchedulePath(run_dir) (atomically), or removes a saved

@@ -44,27 +44,27 @@ class SavedSchedule : public ::testing::Test {
 };
 
 TEST_F(SavedSchedule, ResumeRunsTheSavedCsvUnasked) {
-  absl::StatusOr<plan::JobPlan> fresh = PlanForRun(Named(csv_), 2, run_, /*resume=*/false);
+  absl::StatusOr<plan::JobPlan> fresh = PlanForRun(Named(csv_), 2, 0, run_, /*resume=*/false);
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   ASSERT_TRUE(SaveSchedule(*fresh, run_).ok());
   EXPECT_EQ(*ReadWholeFile(SavedSchedulePath(run_)), kLooped);
-  absl::StatusOr<plan::JobPlan> resumed = PlanForRun(config_, 2, run_, /*resume=*/true);
+  absl::StatusOr<plan::JobPlan> resumed = PlanForRun(config_, 2, 0, run_, /*resume=*/true);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(resumed->schedule_csv, kLooped);
   EXPECT_EQ(resumed->StagesOf(0), (std::vector<int>{0, 2}));
   // Without --resume the config decides (a new job in an old directory).
-  absl::StatusOr<plan::JobPlan> anew = PlanForRun(config_, 2, run_, /*resume=*/false);
+  absl::StatusOr<plan::JobPlan> anew = PlanForRun(config_, 2, 0, run_, /*resume=*/false);
   ASSERT_TRUE(anew.ok()) << anew.status();
   EXPECT_EQ(anew->schedule.type, "1f1b");
   // Named again with the same bytes, from anywhere: accepted.
   Write(root_ + "/copy.csv", kLooped);
-  EXPECT_TRUE(PlanForRun(Named(root_ + "/copy.csv"), 2, run_, true).ok());
+  EXPECT_TRUE(PlanForRun(Named(root_ + "/copy.csv"), 2, 0, run_, true).ok());
 }
 
 TEST_F(SavedSchedule, ChangedCsvIsRefusedNamingBothFiles) {
-  ASSERT_TRUE(SaveSchedule(*PlanForRun(Named(csv_), 2, run_, false), run_).ok());
+  ASSERT_TRUE(SaveSchedule(*PlanForRun(Named(csv_), 2, 0, run_, false), run_).ok());
   Write(csv_, kOneFOneB);
-  absl::StatusOr<plan::JobPlan> p = PlanForRun(Named(csv_), 2, run_, true);
+  absl::StatusOr<plan::JobPlan> p = PlanForRun(Named(csv_), 2, 0, run_, true);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
   const std::string text(p.status().message());
@@ -76,25 +76,25 @@ TEST_F(SavedSchedule, ChangedCsvIsRefusedNamingBothFiles) {
 }
 
 TEST_F(SavedSchedule, VanishedCsvIsNotNeeded) {
-  ASSERT_TRUE(SaveSchedule(*PlanForRun(Named(csv_), 2, run_, false), run_).ok());
+  ASSERT_TRUE(SaveSchedule(*PlanForRun(Named(csv_), 2, 0, run_, false), run_).ok());
   fs::remove(csv_);
-  absl::StatusOr<plan::JobPlan> p = PlanForRun(Named(csv_), 2, run_, true);
+  absl::StatusOr<plan::JobPlan> p = PlanForRun(Named(csv_), 2, 0, run_, true);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->StagesOf(0), (std::vector<int>{0, 2}));
 }
 
 TEST_F(SavedSchedule, BuiltInScheduleRemovesAnOldCopy) {
-  ASSERT_TRUE(SaveSchedule(*PlanForRun(Named(csv_), 2, run_, false), run_).ok());
-  absl::StatusOr<plan::JobPlan> built_in = PlanForRun(config_, 2, run_, false);
+  ASSERT_TRUE(SaveSchedule(*PlanForRun(Named(csv_), 2, 0, run_, false), run_).ok());
+  absl::StatusOr<plan::JobPlan> built_in = PlanForRun(config_, 2, 0, run_, false);
   ASSERT_TRUE(built_in.ok()) << built_in.status();
   ASSERT_TRUE(SaveSchedule(*built_in, run_).ok());
   EXPECT_FALSE(fs::exists(SavedSchedulePath(run_)));
-  absl::StatusOr<plan::JobPlan> resumed = PlanForRun(config_, 2, run_, true);
+  absl::StatusOr<plan::JobPlan> resumed = PlanForRun(config_, 2, 0, run_, true);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(resumed->schedule.type, "1f1b");
   // A saved CSV that no longer fits the job (another worker count) is refused by name.
-  ASSERT_TRUE(SaveSchedule(*PlanForRun(Named(csv_), 2, run_, false), run_).ok());
-  absl::StatusOr<plan::JobPlan> other = PlanForRun(config_, 3, run_, true);
+  ASSERT_TRUE(SaveSchedule(*PlanForRun(Named(csv_), 2, 0, run_, false), run_).ok());
+  absl::StatusOr<plan::JobPlan> other = PlanForRun(config_, 3, 0, run_, true);
   ASSERT_FALSE(other.ok());
   EXPECT_NE(std::string(other.status().message())
                 .find("pipeline.schedule_csv " + SavedSchedulePath(run_) + ": has 2 rows"),

@@ -130,6 +130,7 @@ absl::Status WriteTokenFile(const std::string& path, const std::string& token) {
 absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   controller::ControllerOptions copts;
   copts.workers = options.workers > 0 ? options.workers : config.pipeline.workers;
+  copts.data_parallel = options.data_parallel;
   copts.steps = options.steps;
   copts.run_dir = options.out_dir;
   copts.quiet = options.quiet;
@@ -146,19 +147,22 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   RETURN_IF_ERROR(WriteTokenFile(token_file, token));
   ASSIGN_OR_RETURN(std::unique_ptr<controller::ControllerServer> server,
                    controller::ControllerServer::Start(ctl.get(), "127.0.0.1:0", token, {}));
-  LogInfo("controller listening on 127.0.0.1:%d; starting %d workers (%s)", server->port(),
-          copts.workers, ctl->plan().schedule.type);
+  // Data parallelism multiplies the processes: data_parallel replicas of the pipeline.
+  const int world = ctl->plan().world_size();
+  LogInfo("controller listening on 127.0.0.1:%d; starting %d workers (%s, %d replica(s))",
+          server->port(), world, ctl->plan().schedule.type, ctl->plan().data_parallel);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = std::max(1, cores / copts.workers);
-  if (copts.workers > cores) {
+  const int threads = std::max(1, cores / world);
+  if (world > cores) {
     LogWarning("%d workers on %d cores: the operating system time-slices them, so step times "
                "and exposed communication measure its scheduler, not the pipeline (use "
-               "pipeline.workers <= %d on this machine)", copts.workers, cores, cores);
+               "pipeline.workers x pipeline.data_parallel <= %d on this machine)", world, cores,
+               cores);
   }
   std::vector<Child> children;
   std::mutex children_mu;
-  for (int i = 0; i < copts.workers; ++i) {
-    absl::StatusOr<Child> c = SpawnWorker(i, copts.workers, server->port(), token_file, threads);
+  for (int i = 0; i < world; ++i) {
+    absl::StatusOr<Child> c = SpawnWorker(i, world, server->port(), token_file, threads);
     if (!c.ok()) {
       ctl->Stop();
       Reap(children, 1);
@@ -169,7 +173,7 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   const int port = server->port();
   // Replacement of a dead or hung worker: make sure the old process is gone (a hung one is
   // still there), then start a new one that asks for the same rank.
-  ctl->SetRestartWorker([&, port, threads](int rank) -> absl::Status {
+  ctl->SetRestartWorker([&, port, threads, world](int rank) -> absl::Status {
     std::lock_guard<std::mutex> lock(children_mu);
     Child& old = children[rank];
     if (old.pid > 0) {
@@ -178,7 +182,7 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
       waitpid(old.pid, &wstatus, 0);
     }
     if (old.pump.joinable()) old.pump.join();
-    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, copts.workers, port, token_file, threads));
+    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, world, port, token_file, threads));
     children[rank] = std::move(fresh);
     return absl::OkStatus();
   });

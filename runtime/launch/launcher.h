@@ -13,7 +13,9 @@
 namespace xhc::launch {
 
 struct LaunchOptions {
-  int workers = 0;        // 0 = pipeline.workers
+  int workers = 0;        // pipeline ranks per replica; 0 = pipeline.workers
+  int data_parallel = 0;  // pipeline replicas; 0 = pipeline.data_parallel (processes: the
+                          // product)
   int64_t steps = -1;     // -1 = train.steps
   std::string out_dir;    // run directory
   bool resume = false;    // continue from out_dir/checkpoints

@@ -26,8 +26,16 @@ bool HasComm(const std::vector<std::vector<scheduler::Action>>& lists) {
 
 }  // namespace
 
-absl::StatusOr<JobPlan> MakePlanFromCsv(const Config& config, int workers,
-                                        const std::string& csv_text, const std::string& source) {
+absl::StatusOr<JobPlan> MakePlanFromCsv(const Config& full_config, int workers,
+                                        const std::string& csv_text, const std::string& source,
+                                        int data_parallel) {
+  // The CSV is one replica's schedule: it covers train.microbatches / data_parallel.
+  if (absl::Status st = ValidateDataParallel(data_parallel, full_config.train.microbatches);
+      !st.ok()) {
+    return st;
+  }
+  Config config = full_config;
+  config.train.microbatches /= data_parallel;
   absl::StatusOr<std::vector<std::vector<scheduler::Action>>> lists =
       scheduler::ReadTorchCsv(csv_text);
   if (!lists.ok()) return Refuse(source, lists.status());
@@ -56,6 +64,7 @@ absl::StatusOr<JobPlan> MakePlanFromCsv(const Config& config, int workers,
   plan.schedule = *std::move(schedule);
   plan.lowered = HasComm(*lists) ? *std::move(lists) : plan.schedule.Lower();
   if (absl::Status st = PlaceLayers(config, workers, plan); !st.ok()) return Refuse(source, st);
+  plan.data_parallel = data_parallel;
   return plan;
 }
 

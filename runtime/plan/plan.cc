@@ -15,7 +15,44 @@ bool JobPlan::IsCanonicalHolder(int rank, int stage) const {
   return !ranks.empty() && ranks.front() == rank;
 }
 
-absl::StatusOr<JobPlan> MakePlan(const Config& config, int workers) {
+namespace {
+
+// The config one replica runs: its share of the micro-batches (train.microbatches /
+// data_parallel). Only the schedule sees it; gradients are still scaled by the global count.
+absl::StatusOr<Config> ReplicaConfig(const Config& config, int data_parallel) {
+  RETURN_IF_ERROR(ValidateDataParallel(data_parallel, config.train.microbatches));
+  Config replica = config;
+  replica.train.microbatches = config.train.microbatches / data_parallel;
+  return replica;
+}
+
+// Errors about a replica's micro-batches say that the count is per replica.
+absl::Status PerReplica(absl::Status status, int data_parallel, int microbatches) {
+  if (status.ok() || data_parallel == 1) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), " (per replica: train.microbatches ",
+                                   microbatches, " / pipeline.data_parallel ", data_parallel,
+                                   ")"));
+}
+
+absl::StatusOr<JobPlan> MakeReplicaPlan(const Config& config, int workers);
+
+}  // namespace
+
+absl::StatusOr<JobPlan> MakePlan(const Config& config, int workers, int data_parallel) {
+  if (data_parallel == 0) data_parallel = config.pipeline.data_parallel;
+  ASSIGN_OR_RETURN(Config replica, ReplicaConfig(config, data_parallel));
+  absl::StatusOr<JobPlan> plan = MakeReplicaPlan(replica, workers);
+  if (!plan.ok()) {
+    return PerReplica(plan.status(), data_parallel, config.train.microbatches);
+  }
+  plan->data_parallel = data_parallel;
+  return plan;
+}
+
+namespace {
+
+absl::StatusOr<JobPlan> MakeReplicaPlan(const Config& config, int workers) {
   if (workers < 1) return absl::InvalidArgumentError("pipeline.workers: must be >= 1");
   if (!config.pipeline.schedule_csv.empty()) {
     const std::string& path = config.pipeline.schedule_csv;
@@ -55,9 +92,14 @@ absl::StatusOr<JobPlan> MakePlan(const Config& config, int workers) {
   return plan;
 }
 
+}  // namespace
+
 std::string DescribeRankActions(const JobPlan& plan, int rank) {
   std::vector<std::string> parts;
-  for (const scheduler::Action& a : plan.lowered[rank]) {
+  if (plan.data_parallel > 1) {
+    parts.push_back(absl::StrCat("replica ", plan.ReplicaOf(rank), "/", plan.data_parallel, ":"));
+  }
+  for (const scheduler::Action& a : plan.lowered[plan.PipelineRankOf(rank)]) {
     parts.push_back(absl::StrCat(scheduler::ToString(a), "@", a.peer_rank));
   }
   return absl::StrJoin(parts, " ");

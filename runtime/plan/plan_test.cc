@@ -284,5 +284,45 @@ TEST(PlanCsv, RefusesWithTheKeyAndTheGrid) {
             std::string::npos);
 }
 
+// D replicas of a P-rank pipeline: world rank = replica x P + pipeline rank, each replica
+// scheduling its contiguous block of M / D micro-batches.
+TEST(Plan, DataParallelGridOfReplicas) {
+  Config c = WithPipeline("1f1b", 4, 8);
+  c.pipeline.data_parallel = 2;
+  absl::StatusOr<JobPlan> p = MakePlan(c, 2);  // data_parallel from the config
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->data_parallel, 2);
+  EXPECT_EQ(p->num_ranks(), 2);
+  EXPECT_EQ(p->world_size(), 4);
+  EXPECT_EQ(p->schedule.num_microbatches, 4);
+  EXPECT_EQ(p->ReplicaOf(3), 1);
+  EXPECT_EQ(p->PipelineRankOf(3), 1);
+  EXPECT_EQ(p->WorldRank(1, 0), 2);
+  EXPECT_EQ(p->GlobalMicrobatch(0, 3), 3);
+  EXPECT_EQ(p->GlobalMicrobatch(1, 0), 4);
+  // Replicas run the same list, told apart by their prefix.
+  const std::string r0 = DescribeRankActions(*p, 0), r2 = DescribeRankActions(*p, 2);
+  EXPECT_EQ(r0.rfind("replica 0/2: ", 0), 0u) << r0;
+  EXPECT_EQ(r2.rfind("replica 1/2: ", 0), 0u) << r2;
+  EXPECT_EQ(r0.substr(13), r2.substr(13));
+  // The argument wins over the config (xhc launch --data-parallel).
+  absl::StatusOr<JobPlan> four = MakePlan(c, 1, 4);
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(four->world_size(), 4);
+  EXPECT_EQ(four->schedule.num_microbatches, 2);
+  // A replica count that does not divide the micro-batches names the key.
+  absl::StatusOr<JobPlan> three = MakePlan(c, 2, 3);
+  ASSERT_FALSE(three.ok());
+  EXPECT_EQ(three.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(three.status().message()).find("pipeline.data_parallel: 3"),
+            std::string::npos) << three.status();
+  // Too few micro-batches per replica for DualPipeV says that the count is per replica.
+  absl::StatusOr<JobPlan> dpv = MakePlan(WithPipeline("dualpipev", 4, 4), 2, 2);
+  ASSERT_FALSE(dpv.ok());
+  EXPECT_NE(std::string(dpv.status().message()).find("per replica: train.microbatches 4 / "
+                                                      "pipeline.data_parallel 2"),
+            std::string::npos) << dpv.status();
+}
+
 }  // namespace
 }  // namespace xhc::plan

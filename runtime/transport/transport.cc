@@ -13,6 +13,8 @@ const char* KindName(TagKind kind) {
       return "bwd";
     case TagKind::kMirrorGradient:
       return "mirror-grad";
+    case TagKind::kReplicaGradient:
+      return "replica-grad";
   }
   return nullptr;
 }

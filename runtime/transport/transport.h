@@ -57,6 +57,9 @@ enum class TagKind : uint8_t {
   kBackwardGradient = 2,
   // DualPipe: the two ranks that hold mirror copies of a chunk sum their weight gradients.
   kMirrorGradient = 3,
+  // Data parallelism: one bucket (microbatch_idx = bucket index) of a stage's step gradient,
+  // sent to the same stage's holder in every other pipeline replica.
+  kReplicaGradient = 4,
 };
 
 inline constexpr uint64_t kTagMarker = 0xC5;

@@ -187,6 +187,7 @@ TEST(TagTest, RoundTripsAndNamesItself) {
   EXPECT_EQ(parts->microbatch_idx, 123456);
   EXPECT_EQ(TagToString(tag), "bwd stage 65535 mb 123456");
   EXPECT_EQ(TagToString(MakeTag(TagKind::kMirrorGradient, 1, 0)), "mirror-grad stage 1 mb 0");
+  EXPECT_EQ(TagToString(MakeTag(TagKind::kReplicaGradient, 2, 3)), "replica-grad stage 2 mb 3");
   EXPECT_NE(MakeTag(TagKind::kForwardActivation, 1, 2), MakeTag(TagKind::kBackwardGradient, 1, 2));
   EXPECT_NE(MakeTag(TagKind::kForwardActivation, 1, 2), MakeTag(TagKind::kForwardActivation, 2, 1));
   EXPECT_FALSE(IsValidTag(MakeTag(TagKind::kForwardActivation, 65536, 0)));

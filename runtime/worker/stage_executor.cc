@@ -1,6 +1,7 @@
 #include "runtime/worker/stage_executor.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -27,13 +28,42 @@ StageExecutor::StageExecutor(const Config& config, const plan::JobPlan& plan, in
       sampler_(&corpus->train, config.train.seed, config.train.batch_size, config.model.seq_len),
       val_sampler_(std::make_unique<BatchSampler>(&corpus->val, config.train.seed,
                                                   config.train.batch_size, config.model.seq_len)),
-      timeout_(absl::Seconds(config.fault.step_timeout_s)) {
-  for (int s : plan.StagesOf(rank)) {
+      timeout_(absl::Seconds(config.fault.step_timeout_s)),
+      replica_(plan.ReplicaOf(rank)),
+      pipeline_rank_(plan.PipelineRankOf(rank)) {
+  for (int s : plan.StagesOf(pipeline_rank_)) {
     auto ps = std::make_unique<model::ParamSetT<float>>(
         model::BuildStageParams<float>(config.model, plan.stages[s]));
     model::InitParams(config.model, config.train.seed, ps.get());
     models_[s] = std::make_unique<model::StageModel>(config.model, plan.stages[s], ps.get());
     params_[s] = std::move(ps);
+  }
+  if (plan.data_parallel > 1) {
+    std::vector<int> group;
+    for (int r = 0; r < plan.data_parallel; ++r) group.push_back(plan.WorldRank(r, pipeline_rank_));
+    reducer_ = std::make_unique<ReplicaReducer>(transport, std::move(group), replica_, timeout_);
+    // A stage's gradient is complete after its last W (or B, or the backward half of an
+    // overlapped F&B), or after the DualPipe mirror sum when there is one.
+    std::map<int, size_t> last;
+    const std::vector<Action>& actions = plan.lowered[pipeline_rank_];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      switch (a.type) {
+        case ActionType::kBackward:
+        case ActionType::kBackwardWeight:
+        case ActionType::kReduceGrad:
+          last[a.stage_idx] = i;
+          break;
+        case ActionType::kOverlapFB:
+          last[a.bwd_stage_idx] = i;
+          break;
+        default:
+          break;
+      }
+    }
+    for (const auto& [stage, i] : last) grads_done_after_[i].push_back(stage);
+    const char* blocking = std::getenv("XHC_REPLICA_REDUCE_BLOCKING");
+    blocking_replica_reduce_ = blocking != nullptr && std::string(blocking) == "1";
   }
 }
 
@@ -142,7 +172,7 @@ absl::Status StageExecutor::PostSend(bool forward, int stage, int mb, int peer) 
 }
 
 absl::Status StageExecutor::Forward(int stage, int mb, int64_t step) {
-  if (!batches_.count(mb)) batches_[mb] = sampler_.Train(step, mb);
+  if (!batches_.count(mb)) batches_[mb] = sampler_.Train(step, plan_.GlobalMicrobatch(replica_, mb));
   const TokenBatch& batch = batches_[mb];
   std::vector<float> input;
   if (stage > 0) {
@@ -158,13 +188,13 @@ absl::Status StageExecutor::Forward(int stage, int mb, int64_t step) {
                                           batch.targets.data(), input.data(), output.data()));
   AddSpan(Name("F", stage, mb), 0, t0, absl::Now());
   if (last) {
-    outcome_->losses[mb] = loss;
-  } else if (const int next = plan_.schedule.RankOf(stage + 1, mb); next == rank_) {
+    outcome_->losses[plan_.GlobalMicrobatch(replica_, mb)] = loss;
+  } else if (const int next = plan_.schedule.RankOf(stage + 1, mb); next == pipeline_rank_) {
     local_fwd_[{stage + 1, mb}] = std::move(output);
   } else {
     // Posted now, not at the schedule's SEND_F: in an overlapped F&B pair (run back to back
     // on CPU) that would hold the activation back for the whole backward half.
-    RETURN_IF_ERROR(SendNow(true, stage, mb, next, std::move(output)));
+    RETURN_IF_ERROR(SendNow(true, stage, mb, plan_.WorldRank(replica_, next), std::move(output)));
   }
   return absl::OkStatus();
 }
@@ -183,12 +213,12 @@ absl::Status StageExecutor::BackwardInput(int stage, int mb) {
   RETURN_IF_ERROR(m.BackwardInput(mb, 1.0 / config_.train.microbatches, grad.data(), dx_in.data()));
   AddSpan(Name("I", stage, mb), 0, t0, absl::Now());
   if (stage == 0) return absl::OkStatus();
-  if (const int prev = plan_.schedule.RankOf(stage - 1, mb); prev == rank_) {
+  if (const int prev = plan_.schedule.RankOf(stage - 1, mb); prev == pipeline_rank_) {
     local_bwd_[{stage - 1, mb}] = std::move(dx_in);
   } else {
     // Posted before the weight gradient (a full B runs I then W): the upstream rank waits on
     // this gradient, not on W.
-    RETURN_IF_ERROR(SendNow(false, stage, mb, prev, std::move(dx_in)));
+    RETURN_IF_ERROR(SendNow(false, stage, mb, plan_.WorldRank(replica_, prev), std::move(dx_in)));
   }
   return absl::OkStatus();
 }

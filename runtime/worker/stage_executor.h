@@ -11,6 +11,11 @@
 //
 // Micro-batch data comes from the deterministic sampler on the ranks that need it (tokens
 // for stage 0, targets for the loss stage): no data is shipped.
+//
+// Data parallelism (plan.data_parallel = D > 1): `rank` is the world rank; this executor runs
+// its pipeline rank's actions on its replica's block of micro-batches, and once a held
+// stage's last gradient action of the step is done it launches that stage's exchange with
+// the other replicas (ReplicaReducer), waited for before the norm and the optimizer.
 
 #include <cstdint>
 #include <map>
@@ -28,6 +33,7 @@
 #include "runtime/plan/plan.h"
 #include "runtime/transport/transport.h"
 #include "runtime/worker/payload_stamp.h"
+#include "runtime/worker/replica_reducer.h"
 
 namespace xhc::worker {
 
@@ -38,6 +44,7 @@ struct StepOutcome {
   // communication); peer_wait_s: waits for peers still computing (dependencies, imbalance).
   double step_s = 0, compute_s = 0, comm_wait_s = 0, peer_wait_s = 0;
   double grad_norm = 0;
+  double replica_reduce_wait_s = 0;  // blocked on the replicas' gradient exchange (exposed)
   std::vector<proto::Span> spans;
 };
 
@@ -56,7 +63,10 @@ class StageExecutor {
   // Parameters of each held stage (stage index → set).
   std::map<int, model::ParamSetT<float>*> Stages();
   // True when this rank's copy of `stage` is the canonical one (written to checkpoints).
-  bool IsCanonical(int stage) const { return plan_.IsCanonicalHolder(rank_, stage); }
+  // With data parallelism only replica 0 holds canonical copies.
+  bool IsCanonical(int stage) const {
+    return replica_ == 0 && plan_.IsCanonicalHolder(pipeline_rank_, stage);
+  }
   int64_t actions_done() const { return actions_done_; }
 
  private:
@@ -94,6 +104,7 @@ class StageExecutor {
   // recorded as waiting on peers.
   absl::StatusOr<double> AllReduceGradNorm(double local_sum_of_squares);
   double LocalGradSumOfSquares() const;
+  absl::Status ReduceAcrossReplicas();
 
   Config config_;
   const plan::JobPlan& plan_;
@@ -110,6 +121,14 @@ class StageExecutor {
   std::map<Key, int> sent_fwd_, sent_bwd_;  // sent (to that rank), its SEND action still ahead
   std::vector<std::pair<std::unique_ptr<Request>, std::vector<float>>> sends_;
   std::map<int, TokenBatch> batches_;
+  // Data parallelism: this rank's replica and pipeline rank; the reducer (null when D = 1);
+  // for each index of the action list, the held stages whose gradient is complete after it.
+  int replica_ = 0, pipeline_rank_ = 0;
+  std::unique_ptr<ReplicaReducer> reducer_;
+  std::map<size_t, std::vector<int>> grads_done_after_;
+  // XHC_REPLICA_REDUCE_BLOCKING=1: wait for each exchange as soon as it is launched, so the
+  // reported wait is the exchange's whole duration (the baseline of the hidden fraction).
+  bool blocking_replica_reduce_ = false;
   StepOutcome* outcome_ = nullptr;
   int64_t step_ = 0;  // of the step running (payload stamps)
   int64_t actions_done_ = 0;

@@ -15,6 +15,11 @@ using scheduler::Action;
 using scheduler::ActionType;
 
 absl::Status StageExecutor::Execute(const Action& a, int64_t step) {
+  // The schedule names pipeline ranks; this replica's copy of pipeline rank p is world rank
+  // WorldRank(replica_, p).
+  const int peer = a.IsComm() || a.type == ActionType::kReduceGrad
+                       ? plan_.WorldRank(replica_, a.peer_rank)
+                       : -1;
   switch (a.type) {
     case ActionType::kForward:
       return Forward(a.stage_idx, a.microbatch_idx, step);
@@ -32,15 +37,15 @@ absl::Status StageExecutor::Execute(const Action& a, int64_t step) {
       RETURN_IF_ERROR(BackwardInput(a.bwd_stage_idx, a.bwd_microbatch_idx));
       return BackwardWeight(a.bwd_stage_idx, a.bwd_microbatch_idx);
     case ActionType::kRecvF:
-      return PostRecv(true, a.stage_idx, a.microbatch_idx, a.peer_rank);
+      return PostRecv(true, a.stage_idx, a.microbatch_idx, peer);
     case ActionType::kRecvB:
-      return PostRecv(false, a.stage_idx, a.microbatch_idx, a.peer_rank);
+      return PostRecv(false, a.stage_idx, a.microbatch_idx, peer);
     case ActionType::kSendF:
-      return PostSend(true, a.stage_idx, a.microbatch_idx, a.peer_rank);
+      return PostSend(true, a.stage_idx, a.microbatch_idx, peer);
     case ActionType::kSendB:
-      return PostSend(false, a.stage_idx, a.microbatch_idx, a.peer_rank);
+      return PostSend(false, a.stage_idx, a.microbatch_idx, peer);
     case ActionType::kReduceGrad:
-      return ReduceMirror(a.stage_idx, a.peer_rank);
+      return ReduceMirror(a.stage_idx, peer);
   }
   return absl::InternalError("unknown action type");
 }
@@ -86,6 +91,16 @@ absl::StatusOr<double> StageExecutor::AllReduceGradNorm(double local_sum_of_squa
   return std::sqrt(sq);
 }
 
+absl::Status StageExecutor::ReduceAcrossReplicas() {
+  if (reducer_ == nullptr) return absl::OkStatus();
+  const absl::Time t0 = absl::Now();
+  absl::Duration waited;
+  RETURN_IF_ERROR(reducer_->Finish(&waited));
+  AddSpan("replica grad wait", 1, t0, t0 + waited);
+  outcome_->replica_reduce_wait_s += absl::ToDoubleSeconds(waited);
+  return absl::OkStatus();
+}
+
 absl::Status StageExecutor::FinishSends() {
   const absl::Time t0 = absl::Now();
   for (auto& [request, buffer] : sends_) RETURN_IF_ERROR(request->Wait(timeout_));
@@ -113,10 +128,20 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
   sent_fwd_.clear();  // left over only by a failed step
   sent_bwd_.clear();
   absl::Status status = absl::OkStatus();
-  for (const Action& a : plan_.lowered[rank_]) {
-    status = Execute(a, step);
+  const std::vector<Action>& actions = plan_.lowered[pipeline_rank_];
+  for (size_t i = 0; i < actions.size(); ++i) {
+    status = Execute(actions[i], step);
     if (!status.ok()) break;
     ++actions_done_;
+    if (auto it = grads_done_after_.find(i); it != grads_done_after_.end()) {
+      for (int s : it->second) {
+        status = reducer_->Launch(s, params_.at(s).get());
+        // Measurement only (README, "Data parallelism"): the exchange's full cost, unhidden.
+        if (status.ok() && blocking_replica_reduce_) status = ReduceAcrossReplicas();
+        if (!status.ok()) break;
+      }
+      if (!status.ok()) break;
+    }
   }
   if (status.ok() && !(sent_fwd_.empty() && sent_bwd_.empty())) {
     status = absl::InternalError(absl::StrCat(
@@ -124,6 +149,7 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
         " output(s) went to other ranks without a SEND action in this rank's schedule"));
   }
   if (status.ok()) status = FinishSends();
+  if (status.ok()) status = ReduceAcrossReplicas();
   if (!status.ok()) {
     outcome_ = nullptr;
     return status;
@@ -135,7 +161,8 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
     train::ApplyAdamW(config_.optim, total_steps, step, out.grad_norm, ps.get());
   }
   AddSpan("optimizer", 0, o0, absl::Now());
-  if (evaluate) RETURN_IF_ERROR(Evaluate(&out));
+  // Every replica holds the same weights: replica 0 alone runs the validation batches.
+  if (evaluate && replica_ == 0) RETURN_IF_ERROR(Evaluate(&out));
   out.step_s = absl::ToDoubleSeconds(absl::Now() - t0);
   outcome_ = nullptr;
   return out;
@@ -150,7 +177,7 @@ absl::Status StageExecutor::Evaluate(StepOutcome* out) {
     std::vector<float> state;
     int holder_prev = -1;
     for (int s = 0; s < num_stages; ++s) {
-      const int holder = plan_.schedule.StageToRanks(s).front();
+      const int holder = plan_.WorldRank(0, plan_.schedule.StageToRanks(s).front());
       const uint64_t tag = MakeTag(TagKind::kForwardActivation, s - 1 < 0 ? 0 : s - 1, M + e);
       if (holder != rank_) {
         if (holder_prev == rank_) {

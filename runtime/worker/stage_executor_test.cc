@@ -48,12 +48,15 @@ struct RunResult {
   std::vector<std::map<int, double>> losses;      // per step: micro-batch -> loss
   std::map<std::string, std::vector<float>> params;  // canonical copies, by spec name
   std::vector<absl::Status> errors;               // per rank, first failure
+  // Data parallelism: the parameters each replica > 0 holds that differ from replica 0's.
+  std::vector<std::string> replica_mismatches;
 };
 
-// Runs `ranks` executors as threads for kSteps steps.
-RunResult RunPipeline(const Config& config, int ranks) {
-  absl::StatusOr<plan::JobPlan> plan = plan::MakePlan(config, ranks);
+// Runs `ranks` executors (times `data_parallel` replicas) as threads for kSteps steps.
+RunResult RunPipeline(const Config& config, int pipeline_ranks, int data_parallel = 1) {
+  absl::StatusOr<plan::JobPlan> plan = plan::MakePlan(config, pipeline_ranks, data_parallel);
   EXPECT_TRUE(plan.ok()) << plan.status();
+  const int ranks = plan->world_size();
   const Corpus corpus = MakeCorpus();
   auto world = FakeTransport::CreateWorld(ranks);
   std::vector<std::unique_ptr<StageExecutor>> execs;
@@ -88,6 +91,18 @@ RunResult RunPipeline(const Config& config, int ranks) {
       for (const auto& p : ps->all()) out.params[p->name] = p->value;
     }
   }
+  // Every replica must hold replica 0's weights bit for bit (or they drift apart).
+  for (int r = plan->num_ranks(); r < ranks; ++r) {
+    for (auto& [stage, ps] : execs[r]->Stages()) {
+      for (const auto& p : ps->all()) {
+        const std::vector<float>& want = out.params.at(p->name);
+        if (want.size() != p->value.size() ||
+            std::memcmp(want.data(), p->value.data(), sizeof(float) * want.size()) != 0) {
+          out.replica_mismatches.push_back(absl::StrCat("rank ", r, " ", p->name));
+        }
+      }
+    }
+  }
   return out;
 }
 
@@ -96,7 +111,26 @@ struct Case {
   int ranks;
   int chunks = 1;
   std::string stage_layers = "";  // uneven stages; "" = the even split
+  int data_parallel = 1;
 };
+
+// Bit-for-bit equality of two runs' losses and canonical parameters.
+void ExpectSameRun(const RunResult& want, const RunResult& got) {
+  for (int s = 0; s < kSteps; ++s) {
+    ASSERT_EQ(got.losses[s].size(), want.losses[s].size()) << "step " << s;
+    for (const auto& [mb, loss] : want.losses[s]) {
+      EXPECT_EQ(std::memcmp(&got.losses[s].at(mb), &loss, sizeof(double)), 0)
+          << "step " << s << " micro-batch " << mb << ": " << got.losses[s].at(mb) << " vs "
+          << loss;
+    }
+  }
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (const auto& [name, v] : want.params) {
+    const auto& g = got.params.at(name);
+    ASSERT_EQ(g.size(), v.size()) << name;
+    EXPECT_EQ(std::memcmp(g.data(), v.data(), sizeof(float) * v.size()), 0) << name;
+  }
+}
 
 class StageExecutorTest : public ::testing::TestWithParam<std::string> {};
 
@@ -132,6 +166,32 @@ TEST_P(StageExecutorTest, EveryScheduleMatchesOneRankBitForBit) {
       ASSERT_EQ(g.size(), v.size()) << name;
       EXPECT_EQ(std::memcmp(g.data(), v.data(), sizeof(float) * v.size()), 0) << name;
     }
+  }
+}
+
+// D replicas of every kind of pipeline (mirrored DualPipe, V-shaped, split W, looped) give
+// the one-rank job's losses and weights, and all replicas hold the same weights.
+TEST(StageExecutorDataParallelTest, ReplicatedPipelinesMatchOneRankBitForBit) {
+  const std::string residual =
+      "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: [2]}";
+  const RunResult want = RunPipeline(MakeConfig(residual, "1f1b", 1), 1);
+  for (const absl::Status& e : want.errors) ASSERT_TRUE(e.ok()) << e;
+  for (const Case& c : std::vector<Case>{{"1f1b", 1, 1, "", 2},
+                                         {"1f1b", 2, 1, "", 2},
+                                         {"zb1p", 2, 1, "", 2},
+                                         {"dualpipe", 2, 1, "", 2},
+                                         {"dualpipev", 2, 1, "", 2},
+                                         {"interleaved1f1b", 2, 2, "", 2},
+                                         {"1f1b", 1, 1, "", 4},
+                                         {"1f1b", 2, 1, "", 4},
+                                         {"gpipe", 1, 1, "", 8}}) {
+    SCOPED_TRACE(absl::StrCat(c.schedule, " on ", c.ranks, " ranks x ", c.data_parallel,
+                              " replicas"));
+    const RunResult got =
+        RunPipeline(MakeConfig(residual, c.schedule, c.chunks), c.ranks, c.data_parallel);
+    for (const absl::Status& e : got.errors) ASSERT_TRUE(e.ok()) << e;
+    EXPECT_TRUE(got.replica_mismatches.empty()) << got.replica_mismatches.front();
+    ExpectSameRun(want, got);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <condition_variable>
@@ -73,11 +74,18 @@ absl::StatusOr<plan::JobPlan> CheckAssignment(const Config& config,
   }
   // A CSV schedule comes with the assignment: this host need not have the file (or the
   // launch may have named it with --schedule-csv, outside the config).
+  const int data_parallel = std::max(1, reg.data_parallel());
+  if (reg.world_size() % data_parallel != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "controller's world of ", reg.world_size(), " ranks is not ", data_parallel,
+        " equal replicas"));
+  }
+  const int pipeline_ranks = reg.world_size() / data_parallel;
   ASSIGN_OR_RETURN(plan::JobPlan plan,
                    reg.schedule_csv().empty()
-                       ? plan::MakePlan(config, reg.world_size())
-                       : plan::MakePlanFromCsv(config, reg.world_size(), reg.schedule_csv(),
-                                               "from the controller"));
+                       ? plan::MakePlan(config, pipeline_ranks, data_parallel)
+                       : plan::MakePlanFromCsv(config, pipeline_ranks, reg.schedule_csv(),
+                                               "from the controller", data_parallel));
   const std::string mine = plan::DescribeRankActions(plan, reg.rank());
   if (mine != reg.actions()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -109,6 +117,7 @@ proto::StepResult StepResultOf(int64_t step, const StepOutcome& o) {
   r.set_comm_wait_s(o.comm_wait_s);
   r.set_peer_wait_s(o.peer_wait_s);
   r.set_grad_norm(o.grad_norm);
+  r.set_replica_grad_wait_s(o.replica_reduce_wait_s);
   for (const proto::Span& s : o.spans) *r.add_spans() = s;
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) == 0) r.set_peak_rss_bytes(usage.ru_maxrss * 1024LL);
@@ -182,8 +191,12 @@ absl::Status RunWorker(const WorkerOptions& o) {
     absl::Status s = commands.Report(r);
     if (!s.ok()) LogWarning("checkpoint report: %s", s.message());
   });
-  LogInfo("registered: stages [%s], %s, layers [%s]", absl::StrJoin(plan.StagesOf(rank), ", "),
-          plan.schedule.type, plan::DescribeStageLayers(plan, plan.StagesOf(rank)));
+  LogInfo("registered: stages [%s], %s, layers [%s]%s",
+          absl::StrJoin(plan.StagesOf(plan.PipelineRankOf(rank)), ", "), plan.schedule.type,
+          plan::DescribeStageLayers(plan, plan.StagesOf(plan.PipelineRankOf(rank))),
+          plan.data_parallel > 1 ? absl::StrFormat(", replica %d of %d", plan.ReplicaOf(rank),
+                                                   plan.data_parallel)
+                                 : std::string());
   while (true) {
     ASSIGN_OR_RETURN(proto::Command cmd, commands.Next());
     proto::StepReport report;

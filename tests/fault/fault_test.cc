@@ -7,6 +7,7 @@
 // come from a printed seed (XHC_TEST_SEED reproduces them; see base/test_seed.h).
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -127,6 +128,40 @@ TEST_F(Fault, RandomKillsAreRecoveredBitIdentically) {
     EXPECT_NE(ReadText(job_log).find("recovered in"), std::string::npos) << ReadText(job_log);
     EXPECT_TRUE(FinalState(run) == want) << "final parameters differ after " << kills << " kills";
   }
+}
+
+// pid of the job's worker started for world rank `rank` (0 when none is running).
+int WorkerPidOfRank(const std::string& run, int rank) {
+  const std::string hint = absl::StrCat(" --rank-hint ", rank, " ");
+  for (int pid : WorkerPids(run)) {
+    std::string cmdline = ReadText(absl::StrCat("/proc/", pid, "/cmdline"));
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(hint) != std::string::npos) return pid;
+  }
+  return 0;
+}
+
+// Data parallelism: 2 replicas of a 2-rank 1F1B pipeline (world ranks 2 and 3 are replica
+// 1's). Killing a replica-1 worker is recovered like any other death, and the job ends
+// bit-identical to the uninterrupted one-replica job (the replicas' sum is its sum).
+TEST_F(Fault, KilledWorkerOfSecondReplicaIsRecoveredBitIdentically) {
+  std::mt19937 rng(static_cast<uint32_t>(xhc::testing::TestSeed()));
+  const std::string want = Reference("1f1b");
+  ASSERT_FALSE(want.empty()) << "the uninterrupted run did not commit its final step";
+  const std::string run = dir_ + "/replica", job_log = run + ".log";
+  const int pid = StartBackground(absl::StrCat(XhcBinary(), " launch --config ",
+                                               Config(dir_, "1f1b"), " --data-parallel 2 --out ",
+                                               run), job_log);
+  const int step = 5 + static_cast<int>(rng() % 20), rank = 2 + static_cast<int>(rng() % 2);
+  ASSERT_TRUE(WaitForStep(run, step)) << ReadText(job_log);
+  const int victim = WorkerPidOfRank(run, rank);
+  ASSERT_GT(victim, 0) << "no worker for rank " << rank << "\n" << ReadText(job_log);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_EQ(WaitForExit(pid, 240), 0) << ReadText(job_log);
+  const std::string text = ReadText(job_log);
+  EXPECT_NE(text.find(absl::StrCat("restarted worker rank ", rank)), std::string::npos) << text;
+  EXPECT_NE(text.find("recovered in"), std::string::npos) << text;
+  EXPECT_TRUE(FinalState(run) == want) << "final parameters differ after killing rank " << rank;
 }
 
 TEST_F(Fault, HungWorkerIsDetectedAndReplaced) {

@@ -2,7 +2,8 @@
 // --wait` runs the controller in the batch step and `srun`s 2 workers that find the
 // controller, their rank and the world size from Slurm's variables alone; the job's
 // per-step micro-batch losses equal `xhc train`'s on the same config bit for bit. Skips,
-// saying why, where slurmctld / slurmd are not installed or the test is not root.
+// saying why, where slurmctld / slurmd are not installed or the test is not root. The same
+// 2 tasks submitted with XHC_DATA_PARALLEL=2 (2 replicas of a 1-rank pipeline) match too.
 #include <stdlib.h>
 
 #include <chrono>
@@ -84,8 +85,20 @@ TEST(SlurmLaunch, SbatchExampleTrainsLikeXhcTrain) {
   const std::vector<std::string> got = MicrobatchLosses(run);
   ASSERT_EQ(got.size(), want.size()) << job_log;
   for (int s = 0; s < kSteps; ++s) EXPECT_EQ(got[s], want[s]) << "step " << s + 1;
+  // The same 2 tasks as XHC_DATA_PARALLEL=2 replicas of a 1-rank pipeline: same losses.
+  const std::string dp_out = dir + "/job_dp.out", dp_run = dir + "/run_dp";
+  const ToolResult dp = (*cluster)->Run(
+      {"sbatch", "--wait", "--ntasks=2", "--time=3", "--output=" + dp_out, "--chdir=" + dir,
+       SbatchScript(), config, dp_run},
+      150, {{"XHC_BIN", XhcBinary()}, {"XHC_CONTROLLER_PORT", absl::StrCat(FreePort())},
+            {"XHC_DATA_PARALLEL", "2"}});
+  const std::string dp_log = ReadText(dp_out);
+  ASSERT_EQ(dp.exit_code, 0) << "sbatch: " << dp.output << "\njob output:\n" << dp_log;
+  EXPECT_NE(dp_log.find("replica 1 of 2"), std::string::npos) << dp_log;
+  EXPECT_EQ(MicrobatchLosses(dp_run), want) << dp_log;
   cluster->reset();  // stops the daemons: part of the time this test takes
-  std::printf("Slurm job of %d steps on 2 workers: losses %s; cluster + job + xhc train %.1f s\n",
+  std::printf("Slurm job of %d steps on 2 workers (and as 2 replicas): losses %s; cluster + "
+              "jobs + xhc train %.1f s\n",
               kSteps, got == want ? "bit-identical to xhc train" : "DIFFER",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
