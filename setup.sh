@@ -15,6 +15,8 @@ PACKAGES=(
   openssl                  # tests/distributed:mutual_tls_test makes its CA and certificates
   hostname                 # xhc.sbatch: `hostname -I` for each worker's data-plane address
   clang-14 libclang-rt-14-dev  # fuzz targets: libFuzzer + sanitizer runtimes (bazel --config=fuzz)
+  python3-torch python3-yaml python3-xxhash  # python/xhc_torch.py and tests/torch (~650 MB, 154 MB download)
+  libcairo2-dev fonts-dejavu-core  # study charts: PNG, SVG and PDF in DejaVu Sans
 )
 
 missing=()

@@ -1,141 +1,124 @@
+// The file half of chart.h: one cairo surface per format, drawn by chart_draw.cc, written
+// to memory through cairo's stream callbacks.
 #include "runtime/study/chart.h"
 
-#include <algorithm>
-#include <cctype>
-#include <cmath>
-#include <map>
+#include <cairo/cairo-pdf.h>
+#include <cairo/cairo-svg.h>
+#include <cairo/cairo.h>
+
+#include <fstream>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "runtime/study/chart_draw.h"
 
 namespace xhc::study {
 namespace {
 
-constexpr uint32_t kPalette[] = {0x4c72b0, 0xdd8452, 0x55a868, 0xc44e52,
-                                 0x8172b3, 0x937860, 0xda8bc3, 0x8c8c8c};
-constexpr uint32_t kInk = 0x222222, kGrid = 0xdddddd;
-constexpr double kLeft = 70, kRight = 150, kTop = 40, kBottom = 60;
+using DrawFn = std::function<std::vector<std::string>(cairo_t*)>;
 
-uint32_t SeriesColor(size_t i) { return kPalette[i % (sizeof(kPalette) / sizeof(kPalette[0]))]; }
-
-Primitive Text(double x, double y, std::string text, bool middle = false) {
-  return {Primitive::kText, x, y, 0, 0, kInk, std::move(text), middle};
-}
-Primitive Line(double x0, double y0, double x1, double y1, uint32_t color) {
-  return {Primitive::kLine, x0, y0, x1, y1, color, "", false};
+cairo_status_t AppendBytes(void* closure, const unsigned char* data, unsigned int length) {
+  static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+  return CAIRO_STATUS_SUCCESS;
 }
 
-// A "nice" axis maximum: 1, 2 or 5 times a power of ten at or above v.
-double NiceMax(double v) {
-  if (v <= 0) return 1;
-  const double p = std::pow(10.0, std::floor(std::log10(v)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * p >= v) return m * p;
-  }
-  return 10 * p;
+std::string XmlEscape(const std::string& s) {
+  return absl::StrReplaceAll(s, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
 }
 
-// Frame, horizontal grid with tick labels, title, y label and legend.
-void AddAxes(Layout& l, const std::string& title, const std::string& y_label, double y_max,
-             const std::vector<std::string>& series) {
-  const double plot_h = l.height - kTop - kBottom, x_end = l.width - kRight;
-  for (int t = 0; t <= 4; ++t) {
-    const double y = kTop + plot_h * (1 - t / 4.0);
-    l.items.push_back(Line(kLeft, y, x_end, y, kGrid));
-    l.items.push_back(Text(kLeft - 50, y + 4, absl::StrFormat("%.3g", y_max * t / 4.0)));
+// cairo's SVG draws glyph outlines; the labels go in as text right after the <svg> tag.
+absl::StatusOr<std::string> AddSvgText(std::string svg, const std::vector<std::string>& texts) {
+  const size_t open = svg.find("<svg");
+  const size_t end = open == std::string::npos ? open : svg.find('>', open);
+  if (end == std::string::npos) return absl::InternalError("cairo wrote an SVG without <svg>");
+  const std::string title = texts.empty() ? "" : texts.front();
+  std::vector<std::string> rest(texts.begin() + (texts.empty() ? 0 : 1), texts.end());
+  svg.insert(end + 1, absl::StrCat("\n<title>", XmlEscape(title), "</title>\n<desc>",
+                                   XmlEscape(absl::StrJoin(rest, "\n")), "</desc>"));
+  return svg;
+}
+
+absl::Status CairoError(cairo_status_t status, const char* what) {
+  return absl::InternalError(absl::StrCat("cairo ", what, ": ", cairo_status_to_string(status)));
+}
+
+// Draws on `surface`, finishes it and destroys it; the texts drawn, or cairo's error.
+absl::StatusOr<std::vector<std::string>> DrawOn(cairo_surface_t* surface, const DrawFn& draw,
+                                                bool keep_surface) {
+  cairo_t* cr = cairo_create(surface);
+  std::vector<std::string> texts = draw(cr);
+  const cairo_status_t drawn = cairo_status(cr);
+  cairo_destroy(cr);
+  if (!keep_surface) cairo_surface_finish(surface);
+  const cairo_status_t finished = cairo_surface_status(surface);
+  if (drawn != CAIRO_STATUS_SUCCESS) return CairoError(drawn, "drawing");
+  if (finished != CAIRO_STATUS_SUCCESS) return CairoError(finished, "surface");
+  return texts;
+}
+
+absl::StatusOr<std::string> Render(const DrawFn& draw, ChartFormat format) {
+  std::string bytes;
+  cairo_surface_t* surface = nullptr;
+  switch (format) {
+    case ChartFormat::kPng:
+      surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, kChartWidth, kChartHeight);
+      break;
+    case ChartFormat::kSvg:
+      surface = cairo_svg_surface_create_for_stream(AppendBytes, &bytes, kChartWidth,
+                                                    kChartHeight);
+      break;
+    case ChartFormat::kPdf:
+      surface = cairo_pdf_surface_create_for_stream(AppendBytes, &bytes, kChartWidth,
+                                                    kChartHeight);
+      break;
   }
-  l.items.push_back(Line(kLeft, kTop, kLeft, kTop + plot_h, kInk));
-  l.items.push_back(Line(kLeft, kTop + plot_h, x_end, kTop + plot_h, kInk));
-  l.items.push_back(Text(l.width / 2.0, 20, title, true));
-  l.items.push_back(Text(8, kTop - 10, y_label));
-  for (size_t s = 0; s < series.size(); ++s) {
-    const double y = kTop + 16.0 * s;
-    l.items.push_back({Primitive::kRect, x_end + 12, y, 10, 10, SeriesColor(s), "", false});
-    l.items.push_back(Text(x_end + 28, y + 9, series[s]));
+  absl::StatusOr<std::vector<std::string>> texts =
+      DrawOn(surface, draw, format == ChartFormat::kPng);
+  if (texts.ok() && format == ChartFormat::kPng) {
+    const cairo_status_t s = cairo_surface_write_to_png_stream(surface, AppendBytes, &bytes);
+    if (s != CAIRO_STATUS_SUCCESS) texts = CairoError(s, "PNG encoding");
   }
+  cairo_surface_destroy(surface);
+  if (!texts.ok()) return texts.status();
+  if (format == ChartFormat::kSvg) return AddSvgText(std::move(bytes), *texts);
+  return bytes;
+}
+
+absl::Status WriteAll(const DrawFn& draw, const std::string& base) {
+  const std::pair<ChartFormat, const char*> kinds[] = {
+      {ChartFormat::kPng, ".png"}, {ChartFormat::kSvg, ".svg"}, {ChartFormat::kPdf, ".pdf"}};
+  for (const auto& [format, ext] : kinds) {
+    const std::string path = base + ext;
+    absl::StatusOr<std::string> bytes = Render(draw, format);
+    if (!bytes.ok()) {
+      return absl::Status(bytes.status().code(), absl::StrCat(path, ": ", bytes.status().message()));
+    }
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << *bytes;
+    out.close();
+    if (!out) return absl::InternalError(absl::StrCat(path, ": write failed"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-Layout LayoutBars(const BarChart& c) {
-  Layout l;
-  double y_max = 0;
-  for (const auto& row : c.values) for (double v : row) y_max = std::max(y_max, v);
-  y_max = NiceMax(y_max);
-  AddAxes(l, c.title, c.y_label, y_max, c.series);
-  const double plot_w = l.width - kLeft - kRight, plot_h = l.height - kTop - kBottom;
-  const double group_w = plot_w / std::max<size_t>(c.categories.size(), 1);
-  const double bar_w = group_w * 0.8 / std::max<size_t>(c.series.size(), 1);
-  for (size_t k = 0; k < c.categories.size(); ++k) {
-    const double gx = kLeft + group_w * k + group_w * 0.1;
-    for (size_t s = 0; s < c.series.size() && s < c.values.size(); ++s) {
-      const double v = k < c.values[s].size() ? c.values[s][k] : -1;
-      if (v < 0) continue;
-      const double h = plot_h * v / y_max;
-      l.items.push_back({Primitive::kRect, gx + bar_w * s, kTop + plot_h - h, bar_w - 1, h,
-                         SeriesColor(s), "", false});
-    }
-    l.items.push_back(Text(kLeft + group_w * (k + 0.5), kTop + plot_h + 18, c.categories[k],
-                           true));
-  }
-  return l;
+absl::StatusOr<std::string> RenderChart(const BarChart& chart, ChartFormat format) {
+  return Render([&](cairo_t* cr) { return DrawBars(cr, chart); }, format);
 }
 
-Layout LayoutScatter(const ScatterChart& c) {
-  Layout l;
-  double v_max = 0;
-  for (const auto& pts : c.points) {
-    for (const auto& [x, y] : pts) v_max = std::max({v_max, x, y});
-  }
-  v_max = NiceMax(v_max);
-  AddAxes(l, c.title, c.y_label, v_max, c.series);
-  const double plot_w = l.width - kLeft - kRight, plot_h = l.height - kTop - kBottom;
-  auto px = [&](double x) { return kLeft + plot_w * x / v_max; };
-  auto py = [&](double y) { return kTop + plot_h * (1 - y / v_max); };
-  for (int t = 0; t <= 4; ++t) {
-    l.items.push_back(Text(px(v_max * t / 4.0), kTop + plot_h + 18,
-                           absl::StrFormat("%.3g", v_max * t / 4.0), true));
-  }
-  l.items.push_back(Text(l.width / 2.0 - 60, l.height - 12, c.x_label, true));
-  if (c.diagonal) l.items.push_back(Line(px(0), py(0), px(v_max), py(v_max), 0x999999));
-  for (size_t s = 0; s < c.points.size(); ++s) {
-    for (const auto& [x, y] : c.points[s]) {
-      l.items.push_back({Primitive::kDot, px(x), py(y), 4, 0, SeriesColor(s), "", false});
-    }
-  }
-  return l;
+absl::StatusOr<std::string> RenderChart(const ScatterChart& chart, ChartFormat format) {
+  return Render([&](cairo_t* cr) { return DrawScatter(cr, chart); }, format);
 }
 
-std::string RenderSvg(const Layout& l) {
-  std::string svg = absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-      "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" "
-      "fill=\"white\"/>\n", l.width, l.height);
-  for (const Primitive& p : l.items) {
-    const std::string color = absl::StrFormat("#%06x", p.color);
-    switch (p.kind) {
-      case Primitive::kRect:
-        absl::StrAppendFormat(&svg, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                              "fill=\"%s\"/>\n", p.x0, p.y0, p.x1, p.y1, color);
-        break;
-      case Primitive::kLine:
-        absl::StrAppendFormat(&svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                              "stroke=\"%s\"/>\n", p.x0, p.y0, p.x1, p.y1, color);
-        break;
-      case Primitive::kDot:
-        absl::StrAppendFormat(&svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"%s\"/>\n",
-                              p.x0, p.y0, p.x1, color);
-        break;
-      case Primitive::kText:
-        absl::StrAppendFormat(
-            &svg, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\"%s>%s</text>\n", p.x0, p.y0, color,
-            p.anchor_middle ? " text-anchor=\"middle\"" : "",
-            absl::StrReplaceAll(p.text, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}}));
-        break;
-    }
-  }
-  return svg + "</svg>\n";
+absl::Status WriteChartFiles(const BarChart& chart, const std::string& base) {
+  return WriteAll([&](cairo_t* cr) { return DrawBars(cr, chart); }, base);
+}
+
+absl::Status WriteChartFiles(const ScatterChart& chart, const std::string& base) {
+  return WriteAll([&](cairo_t* cr) { return DrawScatter(cr, chart); }, base);
 }
 
 }  // namespace xhc::study

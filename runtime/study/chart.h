@@ -1,15 +1,21 @@
 #ifndef XHC_RUNTIME_STUDY_CHART_H_
 #define XHC_RUNTIME_STUDY_CHART_H_
 
-// Bar and scatter charts. Each chart is laid out once as a list of primitives (rectangles,
-// lines, dots, text) and drawn by two backends: SVG text, and a small rasterizer (with a
-// 3x5 pixel font) whose image becomes a PNG. So the SVG and the PNG always show the same.
+// Bar and scatter charts drawn with cairo (Debian libcairo2) in a real font (DejaVu Sans via
+// cairo's toy text API and fontconfig), to PNG, SVG and PDF from the same drawing calls, so
+// the three files always show the same picture: title, axes with ticks and tick labels, axis
+// labels, category labels (rotated when they would overlap), and a legend.
+//
+// cairo's SVG writes text as glyph outlines (it looks the same without the font installed), so
+// the SVG also carries every drawn label as text in <title> and <desc>, for search and screen
+// readers.
 
-#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "runtime/study/png.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace xhc::study {
 
@@ -27,24 +33,18 @@ struct ScatterChart {
   bool diagonal = true;                          // draw y = x
 };
 
-struct Primitive {
-  enum Kind { kRect, kLine, kDot, kText } kind;
-  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // rect: corner + size; line: ends; dot: centre, r
-  uint32_t color = 0;
-  std::string text;
-  bool anchor_middle = false;  // text: centred on x0 (else starts at x0)
-};
+enum class ChartFormat { kPng, kSvg, kPdf };
 
-struct Layout {
-  int width = 720, height = 420;
-  std::vector<Primitive> items;
-};
+// Size of every chart: pixels in the PNG, points in the SVG and PDF.
+constexpr int kChartWidth = 800, kChartHeight = 480;
 
-Layout LayoutBars(const BarChart& chart);
-Layout LayoutScatter(const ScatterChart& chart);
+// The file's bytes; kInternal naming cairo's error if drawing fails.
+absl::StatusOr<std::string> RenderChart(const BarChart& chart, ChartFormat format);
+absl::StatusOr<std::string> RenderChart(const ScatterChart& chart, ChartFormat format);
 
-std::string RenderSvg(const Layout& layout);
-Image Rasterize(const Layout& layout);
+// Writes base.png, base.svg and base.pdf; an error names the file.
+absl::Status WriteChartFiles(const BarChart& chart, const std::string& base);
+absl::Status WriteChartFiles(const ScatterChart& chart, const std::string& base);
 
 }  // namespace xhc::study
 

@@ -173,9 +173,9 @@ std::string RenderReport(const StudyOutcome& o) {
   std::string md = "# Pipeline overlap throughput study\n\n";
   int failed = 0;
   for (const RunResult& r : o.runs) failed += r.ok ? 0 : 1;
-  absl::StrAppendFormat(&md, "%zu runs (%d failed), total wall time %.0f s. Charts in `charts/`, "
-                        "Chrome traces of every run in `traces/`, raw numbers in `results.json`."
-                        "\n\n", o.runs.size(), failed, o.wall_s);
+  absl::StrAppendFormat(&md, "%zu runs (%d failed), total wall time %.0f s. Charts in "
+                        "`charts/` (PNG, SVG, PDF), Chrome traces of every run in `traces/`, "
+                        "raw numbers in `results.json`.\n\n", o.runs.size(), failed, o.wall_s);
   md += "## All runs\n\nPer-rank values are listed rank 0 / rank 1 / ...; bubbles are fractions "
         "of the pipeline window (see Method).\n\n" + MainTable(o) + "\n";
   md += absl::StrFormat("## Q1: which schedule is fastest at equal device count (%d ranks)?\n\n",

@@ -117,19 +117,6 @@ std::string MethodSection(const StudyOutcome& o) {
       c.stages, absl::StrJoin(c.microbatch_factors, ", "));
 }
 
-namespace {
-
-absl::Status WriteChart(const Layout& layout, const std::string& base) {
-  std::ofstream svg(base + ".svg");
-  svg << RenderSvg(layout);
-  std::ofstream png(base + ".png", std::ios::binary);
-  png << EncodePng(Rasterize(layout));
-  if (!svg || !png) return absl::InternalError(absl::StrCat(base, ".{svg,png}: write failed"));
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status WriteCharts(const StudyOutcome& o, const std::string& out_dir) {
   const std::string dir = out_dir + "/charts";
   std::error_code ec;
@@ -163,11 +150,9 @@ absl::Status WriteCharts(const StudyOutcome& o, const std::string& out_dir) {
     bubble.values[1][k] = Mean(r.model.simulated);
     bubble.values[2][k] = Mean(r.trace.bubble);
   }
-  if (absl::Status s = WriteChart(LayoutBars(bubble), dir + "/bubble_by_schedule"); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = WriteChart(LayoutBars(tput), dir + "/throughput"); !s.ok()) return s;
-  return WriteChart(LayoutScatter(scatter), dir + "/measured_vs_simulated");
+  if (absl::Status s = WriteChartFiles(bubble, dir + "/bubble_by_schedule"); !s.ok()) return s;
+  if (absl::Status s = WriteChartFiles(tput, dir + "/throughput"); !s.ok()) return s;
+  return WriteChartFiles(scatter, dir + "/measured_vs_simulated");
 }
 
 }  // namespace xhc::study

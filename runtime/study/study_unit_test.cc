@@ -1,13 +1,11 @@
-// Unit tests of the study's parsing, measurement and PNG code (no processes).
+// Unit tests of the study's parsing and measurement code (no processes); charts: chart_test.
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "runtime/study/bubbles.h"
-#include "runtime/study/chart.h"
 #include "runtime/study/measure.h"
-#include "runtime/study/png.h"
 #include "runtime/study/study_config.h"
 
 namespace xhc::study {
@@ -134,31 +132,6 @@ TEST(Bubbles, SimulatedMatchesAnalyticUnderUniformCosts) {
       }
     }
   }
-}
-
-TEST(Png, ChecksumsAndStructure) {
-  const std::string abc = "abc";
-  const auto* p = reinterpret_cast<const uint8_t*>(abc.data());
-  EXPECT_EQ(Crc32(p, 3), 0x352441c2u);
-  EXPECT_EQ(Adler32(p, 3), 0x024d0127u);
-  Image img(300, 300);  // > 65535 bytes of scanlines: several stored blocks
-  img.Set(1, 1, 0xff0000);
-  const std::string png = EncodePng(img);
-  EXPECT_EQ(png.substr(0, 8), "\x89PNG\r\n\x1a\n");
-  EXPECT_EQ(png.substr(12, 4), "IHDR");
-  EXPECT_EQ(png.substr(png.size() - 8, 4), "IEND");
-  EXPECT_GT(png.size(), 300u * 300 * 3);
-}
-
-TEST(Chart, SvgAndRasterShowTheSameBars) {
-  BarChart c{"t", "y", {"a", "b"}, {"s"}, {{1.0, 2.0}}};
-  const Layout l = LayoutBars(c);
-  const std::string svg = RenderSvg(l);
-  EXPECT_NE(svg.find("<rect"), std::string::npos);
-  const Image img = Rasterize(l);
-  int colored = 0;
-  for (size_t i = 0; i < img.rgb.size(); i += 3) colored += img.rgb[i] == 0x4c ? 1 : 0;
-  EXPECT_GT(colored, 1000);
 }
 
 }  // namespace

@@ -114,7 +114,7 @@ TEST(StudyE2E, TinyStudyReportIsConsistent) {
     EXPECT_NE(md.find(q), std::string::npos) << q;
   }
   for (const char* chart : {"bubble_by_schedule", "throughput", "measured_vs_simulated"}) {
-    for (const char* ext : {".svg", ".png"}) {
+    for (const char* ext : {".svg", ".png", ".pdf"}) {
       EXPECT_GT(ReadText(absl::StrCat(out, "/charts/", chart, ext)).size(), 100u) << chart << ext;
     }
   }
