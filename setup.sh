@@ -14,6 +14,10 @@ PACKAGES=(
   slurm-wlm                # tests/launch: a one-node Slurm cluster (auth/none) runs examples/slurm/xhc.sbatch
   hostname                 # xhc.sbatch: `hostname -I` for each worker's data-plane address
   clang-14 libclang-rt-14-dev  # fuzz targets: libFuzzer + sanitizer runtimes (bazel --config=fuzz)
+  libcpp-httplib-dev       # the controller's dashboard and /metrics HTTP server (--http)
+  chromium                 # tests/dashboard: headless Chromium loads the live dashboard
+  prometheus               # tests/dashboard: a real Prometheus server scrapes /metrics; promtool
+  zlib1g-dev               # tests/dashboard: reads the screenshots (PNG)
 )
 
 missing=()
