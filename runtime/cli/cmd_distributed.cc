@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "runtime/controller/controller.h"
 #include "runtime/controller/controller_service.h"
+#include "runtime/dashboard/dashboard_server.h"
 #include "runtime/launch/launch_env.h"
 #include "runtime/launch/launcher.h"
 #include "runtime/worker/rpc_util.h"
@@ -17,6 +18,10 @@
 
 namespace xhc::cli {
 namespace {
+
+constexpr char kHttpHelp[] =
+    "serve the live dashboard and Prometheus /metrics on HOST:PORT (port 0 = any free port; "
+    "a non-loopback address requires the job token)";
 
 constexpr char kScheduleCsvHelp[] =
     "run this PyTorch-format schedule CSV (placement read from it) instead of "
@@ -34,11 +39,12 @@ absl::Status Launch(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    ParseFlagsOrHelp("launch",
                                     "--config FILE [--workers R] [--steps N] [--out DIR] "
-                                    "[--resume RUN_DIR] [--schedule-csv FILE]",
+                                    "[--resume RUN_DIR] [--schedule-csv FILE] [--http HOST:PORT]",
                                     args,
                                     {{"config", "job config (YAML)"},
                                      {"workers", "worker processes (default pipeline.workers)"},
                                      {"schedule-csv", kScheduleCsvHelp},
+                                     {"http", kHttpHelp},
                                      {"steps", "override train.steps"},
                                      {"out", "run directory (default runs/launch-<time>)"},
                                      {"resume", "continue the job in RUN_DIR from its last "
@@ -58,6 +64,7 @@ absl::Status Launch(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t workers, flags.GetInt("workers", 0));
   o.workers = static_cast<int>(workers);
   ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
+  o.http = flags.Get("http");
   const std::string schedule = config.pipeline.schedule_csv.empty()
                                    ? config.pipeline.schedule
                                    : "CSV " + config.pipeline.schedule_csv;
@@ -153,6 +160,7 @@ absl::Status Controller(const std::vector<std::string>& args) {
                         {"listen", "address to serve on (default 127.0.0.1:7070)"},
                         {"workers", "workers to wait for (default pipeline.workers)"},
                         {"schedule-csv", kScheduleCsvHelp},
+                        {"http", kHttpHelp},
                         {"steps", "override train.steps"},
                         {"out", "run directory (default runs/job)"},
                         {"resume", "continue from OUT's last committed checkpoint", true, false},
@@ -186,9 +194,18 @@ absl::Status Controller(const std::vector<std::string>& args) {
   std::printf("xhc controller: listening on port %d, waiting for %d workers; token in %s\n",
               server->port(), o.workers, token_file.c_str());
   std::fflush(stdout);
+  std::unique_ptr<dashboard::DashboardServer> dash;
+  if (flags.Has("http")) {
+    ASSIGN_OR_RETURN(dash, dashboard::DashboardServer::Start(ctl.get(), flags.Get("http"), token));
+    std::printf("xhc controller: dashboard %s  (Prometheus: %smetrics)%s\n", dash->url().c_str(),
+                dash->url().c_str(),
+                dash->requires_token() ? "; requests need the job token" : "");
+    std::fflush(stdout);
+  }
   absl::Status s = ctl->Run();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let SHUTDOWN reach workers
   ctl->Stop();
+  if (dash) dash->Shutdown();
   server->Shutdown();
   return s;
 }
