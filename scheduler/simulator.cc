@@ -107,13 +107,19 @@ bool Simulator::StepCompute(int r, const Action& a) {
   result_.busy[r] += CostOf(a);
   result_.timeline[r].push_back({a, ready, end, false});
   st.clock = end;
+  double f_out = end, b_out = end;  // when the forward / input-gradient output exists
+  if (costs_.sequential_pieces && a.type == ActionType::kOverlapFB) {
+    f_out = ready + costs_.f;
+    b_out = f_out + costs_.i;
+  }
+  if (costs_.sequential_pieces && a.type == ActionType::kBackward) b_out = ready + costs_.i;
   if (a.type == ActionType::kForward || a.type == ActionType::kOverlapFB) {
-    done_[{false, a.stage_idx, a.microbatch_idx}] = end;
+    done_[{false, a.stage_idx, a.microbatch_idx}] = f_out;
   }
   if (a.type == ActionType::kBackward || a.type == ActionType::kBackwardInput) {
-    done_[{true, a.stage_idx, a.microbatch_idx}] = end;
+    done_[{true, a.stage_idx, a.microbatch_idx}] = b_out;
   }
-  if (a.type == ActionType::kOverlapFB) done_[{true, a.bwd_stage_idx, a.bwd_microbatch_idx}] = end;
+  if (a.type == ActionType::kOverlapFB) done_[{true, a.bwd_stage_idx, a.bwd_microbatch_idx}] = b_out;
   return true;
 }
 

@@ -36,6 +36,11 @@ struct SimCosts {
   double payload_bytes = 0.0;   // see PayloadBytes
   double bandwidth_gbps = 0.0;  // gigabits per second; <= 0 means infinitely fast
   double reduce_bytes = 0.0;    // REDUCE_GRAD payload (one stage's weight grads)
+  // The executor runs a composite action piece by piece and sends each piece's output when
+  // that piece ends (the CPU worker: a full B as I then W, its input gradient leaving after
+  // I; an F&B pair as F then I then W, the activation leaving after F). Requires b = i + w
+  // and fb = f + b. Otherwise outputs leave at the end of the whole action.
+  bool sequential_pieces = false;
 
   double FB() const;
   double P2PTime(double bytes) const;  // in ms

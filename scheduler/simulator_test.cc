@@ -224,6 +224,21 @@ TEST(SimulatorComm, TransfersDelayAndAreReportedAsExposed) {
   EXPECT_GE(slow_run->makespan - fast_run->makespan, 6 * slow.P2PTime(slow.payload_bytes) - 1e-9);
 }
 
+// 1F1B, 2 ranks, 4 micro-batches, F = I = W = 1: the last stage's B0 runs [2, 4]; sent at
+// its end, rank 0's B0 starts at 4 and the job ends at (M + R - 1)(F + B) = 15; sent after its
+// I half (t = 3), every later backward on rank 0 moves up by one: 14 (derived by hand).
+TEST(SimulatorComm, PiecewiseSendsLetTheInputGradientLeaveBeforeW) {
+  Schedule s = Build("1f1b", 2, 4);
+  SimCosts whole{.f = 1, .b = 2, .i = 1, .w = 1};
+  SimCosts pieces = whole;
+  pieces.sequential_pieces = true;
+  absl::StatusOr<SimResult> a = Simulate(s, whole);
+  absl::StatusOr<SimResult> b = Simulate(s, pieces);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_DOUBLE_EQ(a->makespan, 15.0);
+  EXPECT_DOUBLE_EQ(b->makespan, 14.0);
+}
+
 TEST(SimulatorComm, OverlapFactorSetsFBCost) {
   EXPECT_DOUBLE_EQ((SimCosts{.f = 1, .b = 2}).FB(), 3.0);
   EXPECT_DOUBLE_EQ((SimCosts{.f = 1, .b = 2, .fb_overlap = 0.5}).FB(), 2.5);

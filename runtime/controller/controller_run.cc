@@ -61,10 +61,13 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   rec.tokens_per_s = tokens / step_s;
   std::vector<proto::Span> spans;
   std::vector<int> span_ranks;
+  // Per rank, as fractions of its step: exposed communication (transfers waited for after
+  // their data existed), waiting on peers still computing, and everything but compute.
   for (const proto::StepReport& report : reports) {
     const proto::StepResult& r = report.step_result();
     rec.peak_rss_mb.push_back(r.peak_rss_bytes() / 1048576.0);
     rec.exposed_comm.push_back(r.comm_wait_s() / std::max(r.step_s(), 1e-9));
+    rec.peer_wait.push_back(r.peer_wait_s() / std::max(r.step_s(), 1e-9));
     rec.bubble.push_back(1.0 - r.compute_s() / std::max(r.step_s(), 1e-9));
     for (const proto::Span& s : r.spans()) {
       spans.push_back(s);

@@ -16,6 +16,7 @@ scheduler::SimCosts CostsFrom(const StageCosts& stage, double payload_bytes,
   c.w = stage.w;
   c.b = stage.i + stage.w;
   c.fb = c.f + c.b;
+  c.sequential_pieces = true;  // the worker sends each piece's output as it ends
   c.payload_bytes = payload_bytes;
   // One measured transfer time becomes a bandwidth (no separate latency term): the simulator
   // then charges exactly the measured time per boundary of this payload size.

@@ -49,24 +49,41 @@ void StageExecutor::AddSpan(const std::string& name, int track, absl::Time start
   span.set_track(track);
   span.set_start_us(static_cast<double>(absl::ToUnixMicros(start)));
   span.set_dur_us(absl::ToDoubleMicroseconds(end - start));
-  if (track == 0) {
-    outcome_->compute_s += absl::ToDoubleSeconds(end - start);
-  } else {
-    outcome_->comm_wait_s += absl::ToDoubleSeconds(end - start);
-  }
+  const double s = absl::ToDoubleSeconds(end - start);
+  (track == kCompute ? outcome_->compute_s
+   : track == kComm  ? outcome_->comm_wait_s
+                     : outcome_->peer_wait_s) += s;
   outcome_->spans.push_back(std::move(span));
+}
+
+void StageExecutor::AddWaitSpans(const std::string& name, absl::Time start, absl::Time end,
+                                 absl::Time ready) {
+  const WaitSplit split =
+      SplitWait(absl::ToUnixMicros(start), absl::ToUnixMicros(end), absl::ToUnixMicros(ready));
+  const absl::Time peer_done = start + absl::Microseconds(split.peer_us);
+  if (split.peer_us > 0) AddSpan(absl::StrCat("wait peer ", name), kPeerWait, start, peer_done);
+  AddSpan(name, kComm, peer_done, end);
 }
 
 absl::StatusOr<std::vector<float>> StageExecutor::TakeInput(
     std::map<Key, PendingRecv>* recvs, std::map<Key, std::vector<float>>* local, Key key,
     const char* what) {
   if (auto it = recvs->find(key); it != recvs->end()) {
+    const std::string name = Name(what, key.stage, key.mb);
     const absl::Time t0 = absl::Now();
     absl::Status s = it->second.request->Wait(timeout_);
-    AddSpan(Name(what, key.stage, key.mb), 1, t0, absl::Now());
-    RETURN_IF_ERROR(s);
+    const absl::Time t1 = absl::Now();
+    if (!s.ok()) {
+      AddSpan(name, kComm, t0, t1);
+      return s;
+    }
     std::vector<float> buffer = std::move(it->second.buffer);
+    const PayloadStamp expected = it->second.expected;
     recvs->erase(it);
+    ASSIGN_OR_RETURN(const PayloadStamp stamp,
+                     ReadStamp(buffer.data(), buffer.size() - kStampFloats, expected,
+                               absl::StrCat("rank ", rank_, ": ", name)));
+    AddWaitSpans(name, t0, t1, absl::FromUnixMicros(stamp.send_unix_us));
     return buffer;
   }
   if (auto it = local->find(key); it != local->end()) {
@@ -84,25 +101,43 @@ absl::Status StageExecutor::PostRecv(bool forward, int stage, int mb, int peer) 
   const uint64_t tag = forward ? MakeTag(TagKind::kForwardActivation, stage - 1, mb)
                                : MakeTag(TagKind::kBackwardGradient, stage, mb);
   PendingRecv recv;
-  recv.buffer.resize(static_cast<size_t>(models_.at(stage)->StateElements(config_.train.batch_size)));
+  recv.buffer.resize(
+      static_cast<size_t>(models_.at(stage)->StateElements(config_.train.batch_size)) +
+      kStampFloats);
+  recv.expected = {peer, forward ? stage - 1 : stage, mb, step_, 0};
   ASSIGN_OR_RETURN(recv.request, transport_->Irecv(peer, tag, recv.buffer.data(), recv.buffer.size()));
   (forward ? recv_fwd_ : recv_bwd_)[{stage, mb}] = std::move(recv);
   return absl::OkStatus();
 }
 
-absl::Status StageExecutor::PostSend(bool forward, int stage, int mb, int peer) {
-  auto& outs = forward ? out_fwd_ : out_bwd_;
-  auto it = outs.find({stage, mb});
-  if (it == outs.end()) {
-    return absl::InternalError(absl::StrCat("rank ", rank_, ": nothing to send for ",
-                                            Name(forward ? "SEND_F" : "SEND_B", stage, mb)));
-  }
+absl::Status StageExecutor::SendNow(bool forward, int stage, int mb, int peer,
+                                    std::vector<float> buffer) {
   const uint64_t tag = forward ? MakeTag(TagKind::kForwardActivation, stage, mb)
                                : MakeTag(TagKind::kBackwardGradient, stage - 1, mb);
-  sends_.emplace_back(nullptr, std::move(it->second));
-  outs.erase(it);
-  std::vector<float>& buffer = sends_.back().second;
-  ASSIGN_OR_RETURN(sends_.back().first, transport_->Isend(peer, tag, buffer.data(), buffer.size()));
+  sends_.emplace_back(nullptr, std::move(buffer));
+  std::vector<float>& b = sends_.back().second;
+  WriteStamp({rank_, forward ? stage : stage - 1, mb, step_, absl::ToUnixMicros(absl::Now())},
+             b.data(), b.size() - kStampFloats);
+  ASSIGN_OR_RETURN(sends_.back().first, transport_->Isend(peer, tag, b.data(), b.size()));
+  (forward ? sent_fwd_ : sent_bwd_)[{stage, mb}] = peer;
+  return absl::OkStatus();
+}
+
+absl::Status StageExecutor::PostSend(bool forward, int stage, int mb, int peer) {
+  // The send itself went out when its producer finished (SendNow); the schedule's SEND action
+  // only confirms that it went where the schedule says.
+  auto& sent = forward ? sent_fwd_ : sent_bwd_;
+  const std::string what = Name(forward ? "SEND_F" : "SEND_B", stage, mb);
+  auto it = sent.find({stage, mb});
+  if (it == sent.end()) {
+    return absl::InternalError(absl::StrCat("rank ", rank_, ": nothing to send for ", what));
+  }
+  if (it->second != peer) {
+    return absl::InternalError(absl::StrCat("rank ", rank_, ": the schedule sends ", what,
+                                            " to rank ", peer, ", but its consumer is rank ",
+                                            it->second));
+  }
+  sent.erase(it);
   return absl::OkStatus();
 }
 
@@ -116,17 +151,20 @@ absl::Status StageExecutor::Forward(int stage, int mb, int64_t step) {
   const bool last = stage == plan_.schedule.num_stages - 1;
   std::vector<float> output;
   model::StageModel& m = *models_.at(stage);
-  if (!last) output.resize(static_cast<size_t>(m.StateElements(batch.batch)));
+  // The payload plus room for its stamp (sent or handed over on this rank unchanged).
+  if (!last) output.resize(static_cast<size_t>(m.StateElements(batch.batch)) + kStampFloats);
   const absl::Time t0 = absl::Now();
   ASSIGN_OR_RETURN(double loss, m.Forward(mb, batch.batch, batch.inputs.data(),
                                           batch.targets.data(), input.data(), output.data()));
   AddSpan(Name("F", stage, mb), 0, t0, absl::Now());
   if (last) {
     outcome_->losses[mb] = loss;
-  } else if (plan_.schedule.RankOf(stage + 1, mb) == rank_) {
+  } else if (const int next = plan_.schedule.RankOf(stage + 1, mb); next == rank_) {
     local_fwd_[{stage + 1, mb}] = std::move(output);
   } else {
-    out_fwd_[{stage, mb}] = std::move(output);
+    // Posted now, not at the schedule's SEND_F: in an overlapped F&B pair (run back to back
+    // on CPU) that would hold the activation back for the whole backward half.
+    RETURN_IF_ERROR(SendNow(true, stage, mb, next, std::move(output)));
   }
   return absl::OkStatus();
 }
@@ -138,15 +176,19 @@ absl::Status StageExecutor::BackwardInput(int stage, int mb) {
     ASSIGN_OR_RETURN(grad, TakeInput(&recv_bwd_, &local_bwd_, {stage, mb}, "recv B"));
   }
   model::StageModel& m = *models_.at(stage);
-  if (stage > 0) dx_in.resize(static_cast<size_t>(m.StateElements(config_.train.batch_size)));
+  if (stage > 0) {
+    dx_in.resize(static_cast<size_t>(m.StateElements(config_.train.batch_size)) + kStampFloats);
+  }
   const absl::Time t0 = absl::Now();
   RETURN_IF_ERROR(m.BackwardInput(mb, 1.0 / config_.train.microbatches, grad.data(), dx_in.data()));
   AddSpan(Name("I", stage, mb), 0, t0, absl::Now());
   if (stage == 0) return absl::OkStatus();
-  if (plan_.schedule.RankOf(stage - 1, mb) == rank_) {
+  if (const int prev = plan_.schedule.RankOf(stage - 1, mb); prev == rank_) {
     local_bwd_[{stage - 1, mb}] = std::move(dx_in);
   } else {
-    out_bwd_[{stage, mb}] = std::move(dx_in);
+    // Posted before the weight gradient (a full B runs I then W): the upstream rank waits on
+    // this gradient, not on W.
+    RETURN_IF_ERROR(SendNow(false, stage, mb, prev, std::move(dx_in)));
   }
   return absl::OkStatus();
 }

@@ -4,8 +4,10 @@
 // Runs one rank's lowered action list (runtime/plan) for a training step: F, I, W, B and
 // overlapped F&B on the stages this rank holds, with every send posted asynchronously and
 // every receive posted where the schedule puts it (ahead of its consumer), so the transfer
-// of the [tokens, N, C] state overlaps compute. Only the consuming compute action waits, and
-// the time it waits is recorded as exposed communication.
+// of the [tokens, N, C] state overlaps compute. Only the consuming compute action waits. Every
+// payload carries a stamp (payload_stamp.h: sender, boundary, micro-batch, step, send time):
+// the part of a wait before the peer posted its send is recorded as waiting on the peer (a
+// bubble), only the rest as exposed communication.
 //
 // Micro-batch data comes from the deterministic sampler on the ranks that need it (tokens
 // for stage 0, targets for the loss stage): no data is shipped.
@@ -25,13 +27,16 @@
 #include "runtime/model/stage.h"
 #include "runtime/plan/plan.h"
 #include "runtime/transport/transport.h"
+#include "runtime/worker/payload_stamp.h"
 
 namespace xhc::worker {
 
 struct StepOutcome {
   std::map<int, double> losses;     // micro-batch → loss (loss-stage holders only)
   std::vector<double> val_losses;   // per eval batch (loss-stage holders, when evaluating)
-  double step_s = 0, compute_s = 0, comm_wait_s = 0;
+  // comm_wait_s: transfers the rank waited for after their data existed (exposed
+  // communication); peer_wait_s: waits for peers still computing (dependencies, imbalance).
+  double step_s = 0, compute_s = 0, comm_wait_s = 0, peer_wait_s = 0;
   double grad_norm = 0;
   std::vector<proto::Span> spans;
 };
@@ -60,9 +65,12 @@ class StageExecutor {
     bool operator<(const Key& o) const { return stage != o.stage ? stage < o.stage : mb < o.mb; }
   };
   struct PendingRecv {
-    std::vector<float> buffer;
+    std::vector<float> buffer;  // payload + kStampFloats
     std::unique_ptr<Request> request;
+    PayloadStamp expected;
   };
+  // Span tracks (trace.json threads): compute, communication, waiting on peers.
+  enum Track { kCompute = 0, kComm = 1, kPeerWait = 2 };
 
   absl::Status Execute(const scheduler::Action& a, int64_t step);
   absl::Status Forward(int stage, int mb, int64_t step);
@@ -70,6 +78,8 @@ class StageExecutor {
   absl::Status BackwardWeight(int stage, int mb);
   absl::Status PostRecv(bool forward, int stage, int mb, int peer);
   absl::Status PostSend(bool forward, int stage, int mb, int peer);
+  // Stamps and posts the send of a just-produced output (forward activation or input grad).
+  absl::Status SendNow(bool forward, int stage, int mb, int peer, std::vector<float> buffer);
   absl::Status ReduceMirror(int stage, int peer);
   absl::StatusOr<std::vector<float>> TakeInput(std::map<Key, PendingRecv>* recvs,
                                                std::map<Key, std::vector<float>>* local,
@@ -77,6 +87,12 @@ class StageExecutor {
   absl::Status Evaluate(StepOutcome* out);
   absl::Status FinishSends();
   void AddSpan(const std::string& name, int track, absl::Time start, absl::Time end);
+  // A blocking wait on data that `ready` says became available at that time: split into a
+  // peer-wait span and an exposed-communication span named `name`.
+  void AddWaitSpans(const std::string& name, absl::Time start, absl::Time end, absl::Time ready);
+  // The step-end all-reduce of the gradient norm, with the wait for the last rank to arrive
+  // recorded as waiting on peers.
+  absl::StatusOr<double> AllReduceGradNorm(double local_sum_of_squares);
   double LocalGradSumOfSquares() const;
 
   Config config_;
@@ -91,10 +107,11 @@ class StageExecutor {
   // Step-local buffers.
   std::map<Key, PendingRecv> recv_fwd_, recv_bwd_;
   std::map<Key, std::vector<float>> local_fwd_, local_bwd_;  // handed over on this rank
-  std::map<Key, std::vector<float>> out_fwd_, out_bwd_;      // produced, waiting for SEND
+  std::map<Key, int> sent_fwd_, sent_bwd_;  // sent (to that rank), its SEND action still ahead
   std::vector<std::pair<std::unique_ptr<Request>, std::vector<float>>> sends_;
   std::map<int, TokenBatch> batches_;
   StepOutcome* outcome_ = nullptr;
+  int64_t step_ = 0;  // of the step running (payload stamps)
   int64_t actions_done_ = 0;
 };
 

@@ -1,5 +1,7 @@
 // StageExecutor: the action loop, mirror-gradient sums, gradient norm, optimizer, evaluation.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/nn/adamw.h"
@@ -67,6 +69,23 @@ absl::Status StageExecutor::ReduceMirror(int stage, int peer) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<double> StageExecutor::AllReduceGradNorm(double local_sum_of_squares) {
+  // First every rank's arrival time (one slot each, the others 0: the sum is exact), so the
+  // wait for the slowest rank counts as waiting on peers; then the norm itself, alone, so
+  // its reduction order is the one of a 1-element sum as before.
+  const absl::Time t0 = absl::Now();
+  std::vector<double> arrival(static_cast<size_t>(transport_->world_size()), 0.0);
+  arrival[static_cast<size_t>(rank_)] = static_cast<double>(absl::ToUnixMicros(t0));
+  RETURN_IF_ERROR(transport_->AllReduceSum(arrival.data(), arrival.size(), timeout_));
+  double last = 0;
+  for (double a : arrival) last = std::max(last, a);
+  double sq = local_sum_of_squares;
+  RETURN_IF_ERROR(transport_->AllReduceSum(&sq, 1, timeout_));
+  AddWaitSpans("all-reduce grad norm", t0, absl::Now(),
+               absl::FromUnixMicros(static_cast<int64_t>(last)));
+  return std::sqrt(sq);
+}
+
 absl::Status StageExecutor::FinishSends() {
   const absl::Time t0 = absl::Now();
   for (auto& [request, buffer] : sends_) RETURN_IF_ERROR(request->Wait(timeout_));
@@ -87,14 +106,22 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
                                                    bool evaluate) {
   StepOutcome out;
   outcome_ = &out;
+  step_ = step;
   const absl::Time t0 = absl::Now();
   for (auto& [s, ps] : params_) ps->ZeroGrads();
   batches_.clear();
+  sent_fwd_.clear();  // left over only by a failed step
+  sent_bwd_.clear();
   absl::Status status = absl::OkStatus();
   for (const Action& a : plan_.lowered[rank_]) {
     status = Execute(a, step);
     if (!status.ok()) break;
     ++actions_done_;
+  }
+  if (status.ok() && !(sent_fwd_.empty() && sent_bwd_.empty())) {
+    status = absl::InternalError(absl::StrCat(
+        "rank ", rank_, ": ", sent_fwd_.size() + sent_bwd_.size(),
+        " output(s) went to other ranks without a SEND action in this rank's schedule"));
   }
   if (status.ok()) status = FinishSends();
   if (!status.ok()) {
@@ -102,11 +129,7 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
     return status;
   }
   for (auto& [s, ps] : params_) ps->FinalizeGrads();
-  double sq = LocalGradSumOfSquares();
-  const absl::Time r0 = absl::Now();
-  RETURN_IF_ERROR(transport_->AllReduceSum(&sq, 1, timeout_));
-  AddSpan("all-reduce grad norm", 1, r0, absl::Now());
-  out.grad_norm = std::sqrt(sq);
+  ASSIGN_OR_RETURN(out.grad_norm, AllReduceGradNorm(LocalGradSumOfSquares()));
   const absl::Time o0 = absl::Now();
   for (auto& [s, ps] : params_) {
     train::ApplyAdamW(config_.optim, total_steps, step, out.grad_norm, ps.get());

@@ -101,6 +101,7 @@ proto::StepResult StepResultOf(int64_t step, const StepOutcome& o) {
   r.set_step_s(o.step_s);
   r.set_compute_s(o.compute_s);
   r.set_comm_wait_s(o.comm_wait_s);
+  r.set_peer_wait_s(o.peer_wait_s);
   r.set_grad_norm(o.grad_norm);
   for (const proto::Span& s : o.spans) *r.add_spans() = s;
   struct rusage usage;
