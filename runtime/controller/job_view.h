@@ -22,9 +22,10 @@ struct StepRecord {
   double wall_time = 0;  // unix seconds when it finished
   double loss = 0, grad_norm = 0, step_s = 0, tokens_per_s = 0;
   std::vector<double> microbatch_losses;
-  // Per rank: fraction of the step spent waiting on communication / not computing, and the
-  // peak resident memory.
-  std::vector<double> exposed_comm, bubble, peak_rss_mb;
+  // Per rank, as fractions of its step: exposed communication (transfers waited for after
+  // their data existed), waiting on peers still computing, not computing; and the peak
+  // resident memory.
+  std::vector<double> exposed_comm, peer_wait, bubble, peak_rss_mb;
   std::optional<double> val_loss;
 };
 

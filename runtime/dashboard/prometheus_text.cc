@@ -99,8 +99,11 @@ void StepFamilies(const controller::StepRecord& s, std::string* out) {
   Family(out, "xhc_tokens_per_second", "gauge", "Training tokens per second of the newest step.")
       .Add(s.tokens_per_s);
   Family exposed(out, "xhc_exposed_comm_ratio", "gauge",
-                 "Fraction of the newest step a rank waited on communication.");
+                 "Fraction of the newest step a rank waited on transfers whose data existed.");
   for (size_t r = 0; r < s.exposed_comm.size(); ++r) exposed.Add(s.exposed_comm[r], Rank(r));
+  Family peer(out, "xhc_peer_wait_ratio", "gauge",
+              "Fraction of the newest step a rank waited on peers still computing.");
+  for (size_t r = 0; r < s.peer_wait.size(); ++r) peer.Add(s.peer_wait[r], Rank(r));
   Family bubble(out, "xhc_bubble_ratio", "gauge",
                 "Fraction of the newest step a rank was not computing.");
   for (size_t r = 0; r < s.bubble.size(); ++r) bubble.Add(s.bubble[r], Rank(r));

@@ -19,6 +19,7 @@ json StepJson(const controller::StepRecord& s) {
           {"tokens_per_s", s.tokens_per_s},
           {"microbatch_losses", s.microbatch_losses},
           {"exposed_comm", s.exposed_comm},
+          {"peer_wait", s.peer_wait},
           {"bubble", s.bubble},
           {"peak_rss_mb", s.peak_rss_mb}};
 }

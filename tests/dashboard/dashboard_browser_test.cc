@@ -1,7 +1,7 @@
 // The dashboard in a real browser: a real job under `xhc launch --http 127.0.0.1:0`, and
 // headless Chromium (Debian's `chromium`) loading the page after a few steps. Its DOM (the
 // charts are inline SVG, so every polyline carries its point count) must have loss,
-// validation-loss, tokens/s, exposed-communication and bubble curves with points, every
+// validation-loss, tokens/s, exposed-communication, peer-wait and bubble curves with points, every
 // worker listed alive, the last step's timeline with spans from both ranks and a checkpoint
 // row; its screenshot must not be one colour. A second job has a worker SIGKILLed: the page
 // must then show the recovery. Screenshots are left in the test's outputs.
@@ -95,8 +95,8 @@ TEST_F(DashboardBrowser, PageShowsCurvesWorkersTimelineAndCheckpoints) {
   EXPECT_GE(SeriesPoints(dom, "loss"), 9) << dom;
   EXPECT_GE(SeriesPoints(dom, "val_loss"), 3);
   EXPECT_GE(SeriesPoints(dom, "tokens_per_s"), 9);
-  for (const char* s : {"exposed_comm rank 0", "exposed_comm rank 1", "bubble rank 0",
-                        "bubble rank 1"}) {
+  for (const char* s : {"exposed_comm rank 0", "exposed_comm rank 1", "peer_wait rank 0",
+                        "peer_wait rank 1", "bubble rank 0", "bubble rank 1"}) {
     EXPECT_GE(SeriesPoints(dom, s), 9) << s;
   }
   EXPECT_NE(dom.find("class=\"worker\" data-rank=\"0\" data-health=\"alive\""), std::string::npos);
@@ -145,10 +145,31 @@ TEST_F(DashboardBrowser, PageShowsAKilledWorkersRecovery) {
   job.Stop();
   const std::string dom = ReadText(dom_file);
   EXPECT_EQ(Count(dom, "class=\"recovery\""), 1) << dom;
-  EXPECT_GE(Count(dom, "class=\"recovery-marker\""), 4) << "one per chart";
+  EXPECT_GE(Count(dom, "class=\"recovery-marker\""), 5) << "one per chart";
   EXPECT_NE(dom.find("<b id=\"generation\">1</b>"), std::string::npos);
   EXPECT_NE(dom.find("class=\"worker\" data-rank=\"1\" data-health=\"alive\""), std::string::npos);
   ExpectNotBlank(png);
+}
+
+// On a non-loopback address the page opened with ?token= passes the token on to api/state
+// (the page's polls succeed); without it the server refuses the page itself.
+TEST_F(DashboardBrowser, PageOpenedWithTheTokenWorksOnANonLoopbackAddress) {
+  DashboardJob job(dir_, "0.0.0.0:0");
+  absl::StatusOr<int> port = job.Port();
+  ASSERT_TRUE(port.ok()) << port.status();
+  ASSERT_TRUE(job.WaitForStepAndCheckpoint(5, 30)) << job.log();
+  const std::string url = absl::StrCat("http://127.0.0.1:", *port, "/");
+  ASSERT_EQ(Chromium(dir_, "--dump-dom", url + "?token=" + job.token(), dir_ + "/dom.html"), 0)
+      << ReadText(dir_ + "/chromium.log");
+  ASSERT_EQ(Chromium(dir_, "--dump-dom", url, dir_ + "/refused.html"), 0)
+      << ReadText(dir_ + "/chromium.log");
+  job.Stop();
+  const std::string dom = ReadText(dir_ + "/dom.html");
+  EXPECT_NE(dom.find("data-polls="), std::string::npos) << dom.substr(0, 3000);
+  EXPECT_GE(SeriesPoints(dom, "loss"), 5);
+  const std::string refused = ReadText(dir_ + "/refused.html");
+  EXPECT_NE(refused.find("401"), std::string::npos) << refused;
+  EXPECT_EQ(refused.find("data-series"), std::string::npos);
 }
 
 }  // namespace

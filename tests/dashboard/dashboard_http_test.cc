@@ -107,14 +107,14 @@ TEST(DashboardHttp, PrometheusScrapesTheValuesOfMetricsJsonl) {
   // One scrape's samples: every series of the query carries the same timestamp.
   const std::string query =
       "{__name__=~\"xhc_step|xhc_loss|xhc_tokens_per_second|xhc_exposed_comm_ratio|"
-      "xhc_bubble_ratio|xhc_checkpoint_step|xhc_checkpoint_write_seconds|"
+      "xhc_peer_wait_ratio|xhc_bubble_ratio|xhc_checkpoint_step|xhc_checkpoint_write_seconds|"
       "xhc_checkpoint_snapshot_stall_seconds|xhc_worker_up|xhc_val_loss\"}";
   std::map<std::string, double> v;
   bool one_scrape = false;
   for (int i = 0; i < 300 && !one_scrape; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const nlohmann::json result = prom.Query(query);
-    if (result.size() < 12) continue;  // not scraped yet
+    if (result.size() < 14) continue;  // not scraped yet
     v.clear();
     std::set<double> stamps;
     for (const nlohmann::json& s : result) {
@@ -137,6 +137,7 @@ TEST(DashboardHttp, PrometheusScrapesTheValuesOfMetricsJsonl) {
   EXPECT_NEAR(v["xhc_tokens_per_second"], step["tokens_per_s"].get<double>(), 0.051);
   for (int r = 0; r < 2; ++r) {
     EXPECT_NEAR(v[absl::StrCat("xhc_exposed_comm_ratio/", r)], step["exposed_comm"][r], 5.1e-5);
+    EXPECT_NEAR(v[absl::StrCat("xhc_peer_wait_ratio/", r)], step["peer_wait"][r], 5.1e-5);
     EXPECT_NEAR(v[absl::StrCat("xhc_bubble_ratio/", r)], step["bubble"][r], 5.1e-5);
     EXPECT_EQ(v[absl::StrCat("xhc_worker_up/", r)], 1);
   }
