@@ -2,7 +2,8 @@
 // `prometheus`, config and storage in a temp folder, 1 s scrapes) scrapes a running
 // `xhc launch --http 127.0.0.1:0` job; the values its query API returns for one scrape must
 // equal that step's and that checkpoint's line of the job's metrics.jsonl; `promtool check
-// metrics` accepts the job's /metrics. A job on 0.0.0.0 answers 401 without the job token.
+// metrics` accepts the job's /metrics. A job on 0.0.0.0 answers 401 without the job token;
+// `xhc controller --http` serves too.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -168,6 +169,24 @@ TEST(DashboardHttp, ANonLoopbackDashboardRefusesRequestsWithoutTheJobToken) {
   }
   EXPECT_NE(HttpGet(*port, "/metrics", token).body.find("# TYPE xhc_step gauge"),
             std::string::npos);
+}
+
+// `xhc controller --http` serves the same routes before any worker has joined.
+TEST(DashboardHttp, ControllerCommandServesTheDashboardWhileWaitingForWorkers) {
+  const std::string dir = FreshDir("dashboard_controller");
+  DashboardJob job(dir, "127.0.0.1:0", /*controller_only=*/true);
+  absl::StatusOr<int> port = job.Port();
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_NE(job.log().find("xhc controller: dashboard http://127.0.0.1:"), std::string::npos);
+  const HttpReply state = HttpGet(*port, "/api/state");
+  ASSERT_EQ(state.status, 200) << job.log();
+  const nlohmann::json doc = nlohmann::json::parse(state.body);
+  EXPECT_EQ(doc["job"]["state"], "waiting for workers");
+  ASSERT_EQ(doc["workers"].size(), 2u);
+  EXPECT_EQ(doc["workers"][1]["health"], "not registered");
+  EXPECT_NE(HttpGet(*port, "/metrics").body.find("\nxhc_worker_up{rank=\"1\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(HttpGet(*port, "/").body.find("api/state"), std::string::npos);
 }
 
 }  // namespace

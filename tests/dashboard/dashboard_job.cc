@@ -16,7 +16,8 @@
 
 namespace xhc::testing {
 
-DashboardJob::DashboardJob(const std::string& dir, const std::string& http_address)
+DashboardJob::DashboardJob(const std::string& dir, const std::string& http_address,
+                           bool controller_only)
     : dir_(dir), run_dir_(dir + "/run"), log_(dir + "/launch.log") {
   std::string text;
   for (int i = 0; i < 300; ++i) absl::StrAppend(&text, "Dashboards show jobs live; ", i, ".\n");
@@ -34,8 +35,10 @@ DashboardJob::DashboardJob(const std::string& dir, const std::string& http_addre
       "fault: {heartbeat_timeout: 2, step_timeout: 20, max_restarts: 3}\n"));
   SpawnSpec spec;
   spec.argv = {"/bin/sh", "-c",
-               absl::StrCat("exec ", XhcBinary(), " launch --config ", config, " --out ",
-                            run_dir_, " --http ", http_address, " >>", log_, " 2>&1")};
+               absl::StrCat("exec ", XhcBinary(),
+                            controller_only ? " controller --listen 127.0.0.1:0" : " launch",
+                            " --config ", config, " --out ", run_dir_, " --http ", http_address,
+                            " >>", log_, " 2>&1")};
   spec.new_process_group = true;
   absl::StatusOr<pid_t> pid = Spawn(spec);
   pid_ = pid.ok() ? *pid : -1;

@@ -13,8 +13,10 @@ namespace xhc::testing {
 
 class DashboardJob {
  public:
-  // Starts the job in `dir` (config, corpus, run directory and log all there).
-  DashboardJob(const std::string& dir, const std::string& http_address);
+  // Starts the job in `dir` (config, corpus, run directory and log all there). With
+  // `controller_only`, `xhc controller` instead of `xhc launch`: no worker joins it.
+  DashboardJob(const std::string& dir, const std::string& http_address,
+               bool controller_only = false);
   ~DashboardJob() { Stop(); }
 
   // The dashboard's port, read from the "dashboard http://HOST:PORT/" line `xhc launch`
