@@ -17,6 +17,10 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev  # fuzz targets: libFuzzer + sanitizer runtimes (bazel --config=fuzz)
   python3-torch python3-yaml python3-xxhash  # python/xhc_torch.py and tests/torch (~650 MB, 154 MB download)
   libcairo2-dev fonts-dejavu-core  # study charts: PNG, SVG and PDF in DejaVu Sans
+  libcpp-httplib-dev       # the controller's dashboard and /metrics HTTP server (--http)
+  chromium                 # tests/dashboard: headless Chromium loads the live dashboard
+  prometheus               # tests/dashboard: a real Prometheus server scrapes /metrics; promtool
+  zlib1g-dev               # tests/dashboard: reads the screenshots (PNG)
 )
 
 missing=()

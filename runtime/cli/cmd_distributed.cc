@@ -11,6 +11,7 @@
 #include "runtime/controller/controller.h"
 #include "runtime/controller/controller_service.h"
 #include "runtime/controller/saved_schedule.h"
+#include "runtime/dashboard/dashboard_server.h"
 #include "runtime/launch/launch_env.h"
 #include "runtime/launch/launcher.h"
 #include "runtime/worker/rpc_util.h"
@@ -18,6 +19,10 @@
 
 namespace xhc::cli {
 namespace {
+
+constexpr char kHttpHelp[] =
+    "serve the live dashboard and Prometheus /metrics on HOST:PORT (port 0 = any free port; "
+    "a non-loopback address requires the job token)";
 
 constexpr char kScheduleCsvHelp[] =
     "run this PyTorch-format schedule CSV (placement read from it) instead of "
@@ -35,7 +40,8 @@ absl::Status Launch(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Flags flags,
                    ParseFlagsOrHelp("launch",
                                     "--config FILE [--workers R] [--data-parallel D] [--steps N] "
-                                    "[--out DIR] [--resume RUN_DIR] [--schedule-csv FILE]",
+                                    "[--out DIR] [--resume RUN_DIR] [--schedule-csv FILE] "
+                                    "[--http HOST:PORT]",
                                     args,
                                     {{"config", "job config (YAML)"},
                                      {"workers", "pipeline ranks per replica (default "
@@ -44,6 +50,7 @@ absl::Status Launch(const std::vector<std::string>& args) {
                                                        "pipeline.data_parallel); D x R worker "
                                                        "processes"},
                                      {"schedule-csv", kScheduleCsvHelp},
+                                     {"http", kHttpHelp},
                                      {"steps", "override train.steps"},
                                      {"out", "run directory (default runs/launch-<time>)"},
                                      {"resume", "continue the job in RUN_DIR from its last "
@@ -65,6 +72,7 @@ absl::Status Launch(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(int64_t data_parallel, flags.GetInt("data-parallel", 0));
   o.data_parallel = static_cast<int>(data_parallel);
   ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
+  o.http = flags.Get("http");
   std::string schedule = config.pipeline.schedule_csv.empty()
                              ? config.pipeline.schedule
                              : "CSV " + config.pipeline.schedule_csv;
@@ -176,6 +184,7 @@ absl::Status Controller(const std::vector<std::string>& args) {
                         {"data-parallel", "pipeline replicas (default pipeline.data_parallel); "
                                           "the job waits for D x R workers"},
                         {"schedule-csv", kScheduleCsvHelp},
+                        {"http", kHttpHelp},
                         {"steps", "override train.steps"},
                         {"out", "run directory (default runs/job)"},
                         {"resume", "continue from OUT's last committed checkpoint", true, false},
@@ -211,9 +220,18 @@ absl::Status Controller(const std::vector<std::string>& args) {
   std::printf("xhc controller: listening on port %d, waiting for %d workers; token in %s\n",
               server->port(), ctl->plan().world_size(), token_file.c_str());
   std::fflush(stdout);
+  std::unique_ptr<dashboard::DashboardServer> dash;
+  if (flags.Has("http")) {
+    ASSIGN_OR_RETURN(dash, dashboard::DashboardServer::Start(ctl.get(), flags.Get("http"), token));
+    std::printf("xhc controller: dashboard %s  (Prometheus: %smetrics)%s\n", dash->url().c_str(),
+                dash->url().c_str(),
+                dash->requires_token() ? "; requests need the job token" : "");
+    std::fflush(stdout);
+  }
   absl::Status s = ctl->Run();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let SHUTDOWN reach workers
   ctl->Stop();
+  if (dash) dash->Shutdown();
   server->Shutdown();
   return s;
 }

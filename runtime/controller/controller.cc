@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -195,6 +196,9 @@ absl::Status Controller::Report(const proto::StepReport& report) {
                                                    " carries no result"));
   }
   if (report.generation() != generation_) return absl::OkStatus();  // from an aborted step
+  if (report.has_step_result()) {
+    workers_[report.rank()].step_done = report.step_result().step() + 1;
+  }
   reports_[{KeyOf(report), report.rank()}] = report;
   cv_.notify_all();
   return absl::OkStatus();
@@ -218,6 +222,64 @@ proto::StatusResponse Controller::Status() {
         std::chrono::duration<double>(now - w.last_beat).count(), w.progress));
   }
   return s;
+}
+
+JobView Controller::View(int64_t steps_from, int64_t checkpoints_from) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobView v;
+  v.job_id = job_id_;
+  v.state = state_;
+  v.schedule = plan_.schedule.type;
+  v.residual = ResidualTypeName(config_.model.residual.type);
+  v.num_workers = options_.workers;
+  v.num_stages = plan_.schedule.num_stages;
+  v.generation = generation_;
+  v.restarts = restarts_used_;
+  v.max_restarts = config_.fault.max_restarts;
+  v.step = current_step_;
+  v.total_steps = total_steps_;
+  v.heartbeat_timeout_s = config_.fault.heartbeat_timeout_s;
+  const auto now = Clock::now();
+  for (int r = 0; r < options_.workers; ++r) {
+    const Worker& w = workers_[r];
+    WorkerView& out = v.workers.emplace_back();
+    out.rank = r;
+    out.worker_id = w.worker_id;
+    out.host = w.address;
+    out.pid = w.pid;
+    out.heartbeat_age_s = std::chrono::duration<double>(now - w.last_beat).count();
+    out.actions_done = w.progress;
+    out.step = w.step_done;
+    out.epoch = w.epoch;
+    if (!w.registered) {
+      out.health = "not registered";
+    } else if (!w.attached) {
+      out.health = "joining";
+    } else if (!w.alive) {
+      out.health = "dead";
+    } else if (out.heartbeat_age_s > config_.fault.heartbeat_timeout_s) {
+      out.health = "hung";
+    } else {
+      out.health = "alive";
+    }
+  }
+  // A negative index counts from the end (-1: only the newest record).
+  auto start = [](int64_t from, size_t size) {
+    const int64_t n = static_cast<int64_t>(size);
+    return std::clamp<int64_t>(from < 0 ? n + from : from, 0, n);
+  };
+  v.steps_from = start(steps_from, step_records_.size());
+  v.checkpoints_from = start(checkpoints_from, checkpoint_records_.size());
+  v.steps.assign(step_records_.begin() + v.steps_from, step_records_.end());
+  v.checkpoints.assign(checkpoint_records_.begin() + v.checkpoints_from,
+                       checkpoint_records_.end());
+  v.recoveries = recovery_records_;
+  v.num_steps_recorded = step_records_.size();
+  v.num_checkpoints_recorded = checkpoint_records_.size();
+  v.spans_step = last_spans_step_;
+  v.last_step_spans = last_spans_;
+  v.last_step_span_ranks = last_span_ranks_;
+  return v;
 }
 
 void Controller::WorkerProcessExited(int rank, const std::string& why) {

@@ -25,6 +25,7 @@
 #include "proto/xhc.pb.h"
 #include "runtime/common/config.h"
 #include "runtime/common/eta.h"
+#include "runtime/controller/job_view.h"
 #include "runtime/plan/plan.h"
 
 namespace xhc::controller {
@@ -78,6 +79,11 @@ class Controller {
                                             bool* stale);
   absl::Status Report(const proto::StepReport& report);
   proto::StatusResponse Status();
+  // A copy of the job's state for the dashboard and /metrics, taken under the lock: the
+  // records from the given indices on (pass the counts already seen to get only what is
+  // new; a negative index counts from the end, so -1 is the newest only), every recovery,
+  // and the newest step's spans. Render it outside the lock.
+  JobView View(int64_t steps_from, int64_t checkpoints_from);
 
   // Drives the whole job; returns when it finished (OK) or cannot continue.
   absl::Status Run();
@@ -105,6 +111,7 @@ class Controller {
     Clock::time_point last_beat;
     int64_t progress = 0;
     int64_t epoch = 0;              // bumps at every registration of this rank
+    int64_t step_done = 0;          // the last step this rank reported
     Clock::time_point lost_at;      // when its stream closed
     std::deque<proto::Command> outbox;
   };
@@ -160,6 +167,14 @@ class Controller {
   std::string state_ = "waiting for workers";
   int64_t current_step_ = 0;
   double last_loss_ = 0, tokens_per_s_ = 0;
+  // Every step, checkpoint and recovery, as metrics.jsonl has them (JobView's records).
+  std::vector<StepRecord> step_records_;
+  std::vector<CheckpointRecord> checkpoint_records_;
+  std::vector<RecoveryRecord> recovery_records_;
+  int64_t last_spans_step_ = 0;
+  std::vector<proto::Span> last_spans_;
+  std::vector<int> last_span_ranks_;
+  // Run()'s thread only (no lock): every span, for trace.json at the end.
   std::vector<proto::Span> trace_spans_;
   std::vector<int> trace_ranks_;
   std::vector<double> trace_offsets_us_;

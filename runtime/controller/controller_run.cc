@@ -38,65 +38,75 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
                    CollectReports({proto::StepReport::kStepResult, step},
                                   config_.fault.step_timeout_s));
   const double step_s = Since(t0);
+  StepRecord rec;
+  rec.step = step + 1;
+  rec.generation = generation_;
+  rec.wall_time = WallTime();
+  rec.step_s = step_s;
+  rec.grad_norm = reports[0].step_result().grad_norm();
   // Mean of the micro-batch losses in micro-batch order: the same sum, in the same order,
   // as single-process training, so the reported loss is bit-identical.
-  std::vector<double> losses(config_.train.microbatches, 0.0);
+  rec.microbatch_losses.assign(config_.train.microbatches, 0.0);
   std::vector<double> val;
   for (const proto::StepReport& report : reports) {
     const proto::StepResult& r = report.step_result();
-    for (int i = 0; i < r.losses_size(); ++i) losses[r.loss_microbatches(i)] = r.losses(i);
+    for (int i = 0; i < r.losses_size(); ++i) {
+      rec.microbatch_losses[r.loss_microbatches(i)] = r.losses(i);
+    }
     for (double v : r.val_losses()) val.push_back(v);
   }
-  double loss = 0;
-  for (double l : losses) loss += l;
-  loss /= config_.train.microbatches;
+  for (double l : rec.microbatch_losses) rec.loss += l;
+  rec.loss /= config_.train.microbatches;
   const double tokens = static_cast<double>(config_.train.microbatches) *
                         config_.train.batch_size * config_.model.seq_len;
+  rec.tokens_per_s = tokens / step_s;
+  std::vector<proto::Span> spans;
+  std::vector<int> span_ranks;
   // Per rank, as fractions of its step: exposed communication (transfers waited for after
   // their data existed), waiting on peers still computing, and everything but compute.
-  std::vector<std::string> exposed, peer_wait, bubble, rss_mb, replica_wait;
   for (const proto::StepReport& report : reports) {
     const proto::StepResult& r = report.step_result();
-    rss_mb.push_back(absl::StrFormat("%.1f", r.peak_rss_bytes() / 1048576.0));
-    replica_wait.push_back(absl::StrFormat("%.6f", r.replica_grad_wait_s()));
-    exposed.push_back(absl::StrFormat("%.4f", r.comm_wait_s() / std::max(r.step_s(), 1e-9)));
-    peer_wait.push_back(absl::StrFormat("%.4f", r.peer_wait_s() / std::max(r.step_s(), 1e-9)));
-    bubble.push_back(absl::StrFormat("%.4f", 1.0 - r.compute_s() / std::max(r.step_s(), 1e-9)));
+    rec.peak_rss_mb.push_back(r.peak_rss_bytes() / 1048576.0);
+    rec.exposed_comm.push_back(r.comm_wait_s() / std::max(r.step_s(), 1e-9));
+    rec.peer_wait.push_back(r.peer_wait_s() / std::max(r.step_s(), 1e-9));
+    rec.bubble.push_back(1.0 - r.compute_s() / std::max(r.step_s(), 1e-9));
+    if (plan_.data_parallel > 1) rec.replica_grad_wait_s.push_back(r.replica_grad_wait_s());
     for (const proto::Span& s : r.spans()) {
-      trace_spans_.push_back(s);
-      trace_ranks_.push_back(report.rank());
+      spans.push_back(s);
+      span_ranks.push_back(report.rank());
     }
   }
+  trace_spans_.insert(trace_spans_.end(), spans.begin(), spans.end());
+  trace_ranks_.insert(trace_ranks_.end(), span_ranks.begin(), span_ranks.end());
   // Same arithmetic as single-process ValidationLoss: sum in batch order, then divide.
-  double val_loss = 0;
-  for (double v : val) val_loss += v;
-  if (!val.empty()) val_loss /= static_cast<double>(val.size());
+  if (!val.empty()) {
+    double val_loss = 0;
+    for (double v : val) val_loss += v;
+    rec.val_loss = val_loss / static_cast<double>(val.size());
+  }
+  // metrics.jsonl first: whatever the dashboard or /metrics shows is already on disk.
+  std::ofstream((fs::path(options_.run_dir) / "metrics.jsonl").string(), std::ios::app)
+      << MetricsLine(rec);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    current_step_ = step + 1;
-    last_loss_ = loss;
-    tokens_per_s_ = tokens / step_s;
+    current_step_ = rec.step;
+    last_loss_ = rec.loss;
+    tokens_per_s_ = rec.tokens_per_s;
+    last_spans_step_ = rec.step;
+    last_spans_ = std::move(spans);
+    last_span_ranks_ = std::move(span_ranks);
+    step_records_.push_back(rec);
   }
-  std::ofstream metrics((fs::path(options_.run_dir) / "metrics.jsonl").string(), std::ios::app);
-  metrics << absl::StrFormat(
-      "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6g, \"step_s\": %.4f, "
-      "\"tokens_per_s\": %.1f, \"microbatch_losses\": [%s], \"exposed_comm\": [%s], "
-      "\"peer_wait\": [%s], \"bubble\": [%s], \"peak_rss_mb\": [%s]%s%s}\n",
-      step + 1, loss, reports[0].step_result().grad_norm(), step_s, tokens / step_s, ExactList(losses),
-      absl::StrJoin(exposed, ", "), absl::StrJoin(peer_wait, ", "), absl::StrJoin(bubble, ", "),
-      absl::StrJoin(rss_mb, ", "),
-      plan_.data_parallel == 1
-          ? ""
-          : absl::StrCat(", \"replica_grad_wait_s\": [", absl::StrJoin(replica_wait, ", "), "]"),
-      val.empty() ? "" : absl::StrFormat(", \"val_loss\": %.6f", val_loss));
   if (!eta_) eta_ = std::make_unique<EtaEstimator>(total_steps_, config_.train.eval_every);
   eta_->Add(step + 1, step_s, evaluate);
   if (!options_.quiet) {
+    std::vector<std::string> exposed;
+    for (double e : rec.exposed_comm) exposed.push_back(absl::StrFormat("%.4f", e));
     std::printf("step %5d/%d  loss %.4f%s  %.0f tok/s  exposed comm %s  ETA %s\n",
-                static_cast<int>(step + 1), static_cast<int>(total_steps_), loss,
-                val.empty() ? "" : absl::StrFormat("  val %.4f", val_loss).c_str(),
-                tokens / step_s, absl::StrJoin(exposed, "/").c_str(),
-                FormatEta(eta_->SecondsLeft(step + 1)).c_str());
+                static_cast<int>(rec.step), static_cast<int>(total_steps_), rec.loss,
+                rec.val_loss ? absl::StrFormat("  val %.4f", *rec.val_loss).c_str() : "",
+                rec.tokens_per_s, absl::StrJoin(exposed, "/").c_str(),
+                FormatEta(eta_->SecondsLeft(rec.step)).c_str());
     std::fflush(stdout);
   }
   return absl::OkStatus();
@@ -142,29 +152,34 @@ absl::Status Controller::FinishCheckpoint(bool block) {
   m.layout = absl::StrFormat("%d ranks %s, layers per stage [%s]", plan_.num_ranks(),
                              plan_.schedule.type, plan::DescribeStageLayers(plan_, all_stages));
   if (plan_.data_parallel > 1) absl::StrAppend(&m.layout, " x ", plan_.data_parallel, " replicas");
-  double stall = 0, write = 0;
-  int64_t bytes = 0;
+  CheckpointRecord rec;
+  rec.step = step;
+  rec.async = config_.checkpoint.async;
   for (const proto::StepReport& report : reports) {
     const proto::CheckpointResult& r = report.checkpoint_result();
-    stall = std::max(stall, r.snapshot_stall_s());
-    write = std::max(write, r.write_s());
+    rec.snapshot_stall_s = std::max(rec.snapshot_stall_s, r.snapshot_stall_s());
+    rec.write_s = std::max(rec.write_s, r.write_s());
     for (const proto::ShardInfo& s : r.shards()) {
-      bytes += s.bytes();
+      rec.bytes += s.bytes();
       m.shards.push_back({s.file(), s.bytes(), s.xxhash64(),
                           std::vector<std::string>(s.tensors().begin(), s.tensors().end())});
     }
   }
   const std::string root = (fs::path(options_.run_dir) / "checkpoints").string();
   RETURN_IF_ERROR(CommitCheckpoint(root, m, config_.checkpoint.keep));
-  const double latency = Since(pending_ckpt_t0_);
+  rec.commit_latency_s = Since(pending_ckpt_t0_);
+  rec.wall_time = WallTime();
+  const double write = rec.write_s, mb = rec.bytes / 1e6;
   LogInfo("checkpoint step %d committed: %d shards, %.1f MB, snapshot stall %.1f ms, write "
-          "%.3f s (%.0f MB/s), %.2f s after the request", step, m.shards.size(), bytes / 1e6,
-          stall * 1e3, write, write > 0 ? bytes / 1e6 / write : 0.0, latency);
-  std::ofstream metrics((fs::path(options_.run_dir) / "metrics.jsonl").string(), std::ios::app);
-  metrics << absl::StrFormat(
-      "{\"checkpoint_step\": %d, \"bytes\": %d, \"snapshot_stall_s\": %.6f, \"write_s\": %.6f, "
-      "\"commit_latency_s\": %.6f, \"async\": %s}\n",
-      step, bytes, stall, write, latency, config_.checkpoint.async ? "true" : "false");
+          "%.3f s (%.0f MB/s), %.2f s after the request", step, m.shards.size(), mb,
+          rec.snapshot_stall_s * 1e3, write, write > 0 ? mb / write : 0.0,
+          rec.commit_latency_s);
+  std::ofstream((fs::path(options_.run_dir) / "metrics.jsonl").string(), std::ios::app)
+      << MetricsLine(rec);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    checkpoint_records_.push_back(rec);
+  }
   return absl::OkStatus();
 }
 
@@ -202,10 +217,10 @@ std::pair<std::string, int64_t> NewestValidCheckpoint(const std::string& run_dir
 absl::StatusOr<int64_t> Controller::Recover(const absl::Status& failure, int64_t failed_step) {
   const auto t0 = Clock::now();
   LogWarning("failure detected at step %d: %s", failed_step + 1, failure.message());
-  ++generation_;
   pending_ckpt_ = -1;  // never committed: its step directory has no manifest
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ++generation_;  // under the lock: Report and Register read it on gRPC threads
     reports_.clear();
     state_ = "recovering";
   }
@@ -247,10 +262,22 @@ absl::StatusOr<int64_t> Controller::Recover(const absl::Status& failure, int64_t
   RETURN_IF_ERROR(joined);
   const auto [dir, step] = NewestValidCheckpoint(options_.run_dir);
   RETURN_IF_ERROR(ResumeAll(dir));
+  RecoveryRecord rec;
+  rec.generation = generation_;
+  rec.wall_time = WallTime();
+  rec.failed_step = failed_step + 1;
+  rec.resumed_step = step;
+  rec.replaced_ranks = dead;
+  rec.reason = std::string(failure.message());
+  rec.seconds = Since(t0);
   LogInfo("recovered in %.2f s: generation %d, resuming from %s (step %d); %d step(s) of work "
           "lost",
-          std::chrono::duration<double>(Clock::now() - t0).count(), generation_,
-          dir.empty() ? "the initial weights" : dir, step, failed_step - step);
+          rec.seconds, generation_, dir.empty() ? "the initial weights" : dir, step,
+          failed_step - step);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    recovery_records_.push_back(std::move(rec));
+  }
   return step;
 }
 

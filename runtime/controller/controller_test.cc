@@ -372,6 +372,74 @@ TEST(ControllerTest, ReplacesAWorkerThatDiesMidStepAndResumesFromTheCheckpoint) 
   for (int s = 0; s < 5; ++s) EXPECT_EQ(lines[s], ExpectedLosses(s)) << "step " << s + 1;
 }
 
+// The dashboard's and /metrics' records (View) are the very records metrics.jsonl was
+// written from: every line is MetricsLine of one record, in order; the recovery is there
+// with the rank replaced and the step rolled back to; a View from given indices returns
+// only the newer records.
+TEST(ControllerTest, ViewHoldsTheRecordsMetricsJsonlWasWrittenFrom) {
+  const std::string run_dir = RunDir("controller_view");
+  std::unique_ptr<Controller> ctl = MakeController(TestConfig(5, 2), run_dir);
+  ASSERT_NE(ctl, nullptr);
+  std::vector<std::unique_ptr<FakeWorker>> replacements;
+  std::mutex mu;
+  ctl->SetRestartWorker([&](int rank) {
+    std::lock_guard<std::mutex> lock(mu);
+    replacements.push_back(std::make_unique<FakeWorker>(ctl.get(), rank, FakeWorker::Script{}));
+    return absl::OkStatus();
+  });
+  JobView before = ctl->View(0, 0);
+  EXPECT_EQ(before.state, "waiting for workers");
+  ASSERT_EQ(before.workers.size(), 2u);
+  EXPECT_EQ(before.workers[1].health, "not registered");
+  absl::Status status;
+  {
+    FakeWorker::Script dies;
+    dies.die_at_step = 3;
+    FakeWorker w0(ctl.get(), 0, {}), w1(ctl.get(), 1, dies);
+    status = ctl->Run();
+    replacements.clear();
+  }
+  ASSERT_TRUE(status.ok()) << status;
+  const JobView v = ctl->View(0, 0);
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<std::string> step_lines, ckpt_lines;
+  for (std::string line; std::getline(in, line);) {
+    (line.rfind("{\"checkpoint_step\"", 0) == 0 ? ckpt_lines : step_lines).push_back(line + "\n");
+  }
+  ASSERT_EQ(v.steps.size(), step_lines.size());
+  ASSERT_EQ(v.steps.size(), 6u);  // 1..3, then 3..5 again after rolling back to 2
+  for (size_t i = 0; i < v.steps.size(); ++i) EXPECT_EQ(MetricsLine(v.steps[i]), step_lines[i]);
+  ASSERT_EQ(v.checkpoints.size(), ckpt_lines.size());
+  for (size_t i = 0; i < v.checkpoints.size(); ++i) {
+    EXPECT_EQ(MetricsLine(v.checkpoints[i]), ckpt_lines[i]);
+  }
+  ASSERT_EQ(v.recoveries.size(), 1u);
+  EXPECT_EQ(v.recoveries[0].generation, 1);
+  EXPECT_EQ(v.recoveries[0].failed_step, 4);
+  EXPECT_EQ(v.recoveries[0].resumed_step, 2);
+  EXPECT_EQ(v.recoveries[0].replaced_ranks, std::vector<int>{1});
+  EXPECT_EQ(v.steps[2].generation, 0);
+  EXPECT_EQ(v.steps[3].generation, 1);
+  EXPECT_EQ(v.steps[3].step, 3);
+  EXPECT_EQ(v.state, "finished");
+  EXPECT_EQ(v.step, 5);
+  EXPECT_EQ(v.generation, 1);
+  EXPECT_EQ(v.restarts, 1);
+  EXPECT_EQ(v.spans_step, 5);
+  const JobView tail = ctl->View(4, 2);
+  EXPECT_EQ(tail.steps_from, 4);
+  ASSERT_EQ(tail.steps.size(), 2u);
+  EXPECT_EQ(MetricsLine(tail.steps[0]), step_lines[4]);
+  EXPECT_EQ(tail.checkpoints.size(), v.checkpoints.size() - 2);
+  EXPECT_EQ(tail.num_steps_recorded, 6);
+  const JobView newest = ctl->View(-1, -1);
+  ASSERT_EQ(newest.steps.size(), 1u);
+  EXPECT_EQ(newest.steps_from, 5);
+  EXPECT_EQ(newest.steps[0].step, 5);
+  ASSERT_EQ(newest.checkpoints.size(), 1u);
+  EXPECT_EQ(newest.checkpoints[0].step, 5);
+}
+
 // Without a replacement the controller fails the job within the replace timeout and names
 // the rank, instead of hanging.
 TEST(ControllerTest, FailsClearlyWhenNoReplacementJoins) {

@@ -25,6 +25,7 @@
 #include "base/subprocess.h"
 #include "runtime/controller/controller.h"
 #include "runtime/controller/controller_service.h"
+#include "runtime/dashboard/dashboard_server.h"
 #include "runtime/train/trainer.h"
 
 namespace xhc::launch {
@@ -151,6 +152,18 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   const int world = ctl->plan().world_size();
   LogInfo("controller listening on 127.0.0.1:%d; starting %d workers (%s, %d replica(s))",
           server->port(), world, ctl->plan().schedule.type, ctl->plan().data_parallel);
+  std::unique_ptr<dashboard::DashboardServer> dash;
+  if (!options.http.empty()) {
+    ASSIGN_OR_RETURN(dash, dashboard::DashboardServer::Start(ctl.get(), options.http, token));
+    std::printf("xhc launch: dashboard %s  (Prometheus: %smetrics)%s\n", dash->url().c_str(),
+                dash->url().c_str(),
+                dash->requires_token()
+                    ? absl::StrCat("; not loopback: send the job token in ", token_file,
+                                   " as Authorization: Bearer TOKEN, or open ?token=TOKEN")
+                          .c_str()
+                    : "");
+    std::fflush(stdout);
+  }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, cores / world);
   if (world > cores) {
@@ -218,6 +231,7 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   std::lock_guard<std::mutex> lock(children_mu);
   Reap(children, status.ok() ? 30 : 5);
   ctl->Stop();
+  if (dash) dash->Shutdown();
   server->Shutdown();
   return status;
 }
