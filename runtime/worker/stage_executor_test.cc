@@ -152,20 +152,7 @@ TEST_P(StageExecutorTest, EveryScheduleMatchesOneRankBitForBit) {
     const RunResult got =
         RunPipeline(MakeConfig(residual, c.schedule, c.chunks, c.stage_layers), c.ranks);
     for (const absl::Status& e : got.errors) ASSERT_TRUE(e.ok()) << e;
-    for (int s = 0; s < kSteps; ++s) {
-      ASSERT_EQ(got.losses[s].size(), want.losses[s].size()) << "step " << s;
-      for (const auto& [mb, loss] : want.losses[s]) {
-        EXPECT_EQ(std::memcmp(&got.losses[s].at(mb), &loss, sizeof(double)), 0)
-            << "step " << s << " micro-batch " << mb << ": " << got.losses[s].at(mb) << " vs "
-            << loss;
-      }
-    }
-    ASSERT_EQ(got.params.size(), want.params.size());
-    for (const auto& [name, v] : want.params) {
-      const auto& g = got.params.at(name);
-      ASSERT_EQ(g.size(), v.size()) << name;
-      EXPECT_EQ(std::memcmp(g.data(), v.data(), sizeof(float) * v.size()), 0) << name;
-    }
+    ExpectSameRun(want, got);
   }
 }
 
