@@ -75,13 +75,9 @@ TEST(MutualTls, SignedWorkersTrainAndEveryoneElseIsRefusedSayingWhy) {
             0)
       << ReadText(dir + "/pki.log");
   const std::string config = WriteTinyJob(dir, kSteps);
-  const std::string tlog = dir + "/train.log";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", config, " --out ", dir,
-                                    "/single"),
-                       tlog),
-            0)
-      << ReadText(tlog);
-  const std::vector<std::string> want = MicrobatchLosses(dir + "/single");
+  absl::StatusOr<std::vector<std::string>> single = SingleProcessLosses(dir, config);
+  ASSERT_TRUE(single.ok()) << single.status();
+  const std::vector<std::string> want = *single;
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
 
   const int port = FreePort();

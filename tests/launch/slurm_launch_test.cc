@@ -49,13 +49,9 @@ TEST(SlurmLaunch, SbatchExampleTrainsLikeXhcTrain) {
   const auto start = std::chrono::steady_clock::now();
   const std::string dir = FreshDir("slurm_launch");
   const std::string config = WriteTinyJob(dir, kSteps);
-  const std::string log = dir + "/train.log";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", config, " --out ", dir,
-                                    "/single"),
-                       log),
-            0)
-      << ReadText(log);
-  const std::vector<std::string> want = MicrobatchLosses(dir + "/single");
+  absl::StatusOr<std::vector<std::string>> single = SingleProcessLosses(dir, config);
+  ASSERT_TRUE(single.ok()) << single.status();
+  const std::vector<std::string> want = *single;
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
 
   ShortTempDir cluster_dir;

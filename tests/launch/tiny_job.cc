@@ -22,4 +22,15 @@ std::string WriteTinyJob(const std::string& dir, int steps) {
   return path;
 }
 
+absl::StatusOr<std::vector<std::string>> SingleProcessLosses(const std::string& dir,
+                                                             const std::string& config) {
+  const std::string log = dir + "/train.log";
+  if (RunCommand(absl::StrCat(XhcBinary(), " train --config ", config, " --out ", dir,
+                              "/single"),
+                 log) != 0) {
+    return absl::InternalError(absl::StrCat("xhc train failed:\n", ReadText(log)));
+  }
+  return MicrobatchLosses(dir + "/single");
+}
+
 }  // namespace xhc::testing
