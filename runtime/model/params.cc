@@ -1,5 +1,6 @@
 #include "runtime/model/params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -175,6 +176,9 @@ ParamT<T>* ParamSetT<T>::Add(const std::string& name, std::vector<int64_t> shape
   p->grad.assign(static_cast<size_t>(n), T(0));
   p->grad_acc.assign(static_cast<size_t>(n), 0.0);
   ParamT<T>* raw = p.get();
+  for (int64_t begin = 0; begin < n; begin += kParamPieceElements) {
+    pieces_.push_back({raw, begin, std::min(n, begin + kParamPieceElements)});
+  }
   by_name_[name] = raw;
   params_.push_back(std::move(p));
   return raw;
@@ -186,28 +190,45 @@ ParamT<T>* ParamSetT<T>::Find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
+// The sweeps below are elementwise, so how the pieces fall on threads cannot change a bit.
+// The sweeps below are elementwise, so how the pieces fall on threads cannot change a bit.
 template <typename T>
 void ParamSetT<T>::ZeroGrads() {
-  for (auto& p : params_) {
-    std::fill(p->grad.begin(), p->grad.end(), T(0));
-    std::fill(p->grad_acc.begin(), p->grad_acc.end(), 0.0);
+  const int64_t count = static_cast<int64_t>(pieces_.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < count; ++k) {
+    const ParamPiece<T>& piece = pieces_[k];
+    std::fill(piece.param->grad.begin() + piece.begin, piece.param->grad.begin() + piece.end,
+              T(0));
+    std::fill(piece.param->grad_acc.begin() + piece.begin,
+              piece.param->grad_acc.begin() + piece.end, 0.0);
   }
 }
 
 template <typename T>
 void ParamSetT<T>::AccumulateGrads() {
-  for (auto& p : params_) {
-    for (size_t i = 0; i < p->grad.size(); ++i) {
-      p->grad_acc[i] += static_cast<double>(p->grad[i]);
-      p->grad[i] = T(0);
-    }
+  const int64_t count = static_cast<int64_t>(pieces_.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < count; ++k) {
+    T* grad = pieces_[k].param->grad.data();
+    double* acc = pieces_[k].param->grad_acc.data();
+    const int64_t begin = pieces_[k].begin, end = pieces_[k].end;
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) acc[i] += static_cast<double>(grad[i]);
+    std::fill(grad + begin, grad + end, T(0));
   }
 }
 
 template <typename T>
 void ParamSetT<T>::FinalizeGrads() {
-  for (auto& p : params_) {
-    for (size_t i = 0; i < p->grad.size(); ++i) p->grad[i] = static_cast<T>(p->grad_acc[i]);
+  const int64_t count = static_cast<int64_t>(pieces_.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < count; ++k) {
+    T* grad = pieces_[k].param->grad.data();
+    const double* acc = pieces_[k].param->grad_acc.data();
+    const int64_t begin = pieces_[k].begin, end = pieces_[k].end;
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) grad[i] = static_cast<T>(acc[i]);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/nn/adamw.h"
 #include "runtime/common/config.h"
 
 namespace xhc::model {
@@ -40,6 +41,21 @@ struct ParamT {
   int64_t numel() const { return static_cast<int64_t>(value.size()); }
 };
 
+// A piece of one parameter, at most kParamPieceElements long: the unit the per-step sweeps
+// (zeroing, accumulating, the gradient norm, the optimizer) hand to the threads, all of a
+// stage's tensors in one parallel region. A stage has hundreds of tensors, most of them small
+// (biases, scalars, norms), and a parallel region per tensor cost more than the sweep itself
+// at the quickstart's size. The length is the gradient norm's block, so the norm summed from
+// pieces is the same number as tensor by tensor.
+inline constexpr int64_t kParamPieceElements = nn::kSumOfSquaresBlock;
+
+template <typename T>
+struct ParamPiece {
+  ParamT<T>* param;
+  int64_t begin;
+  int64_t end;
+};
+
 template <typename T>
 class ParamSetT {
  public:
@@ -58,9 +74,12 @@ class ParamSetT {
   // grad = float(grad_acc): the step's gradient, ready for the norm and the optimizer.
   void FinalizeGrads();
   int64_t TotalElements() const;
+  // Every parameter cut into pieces, in canonical order (a tensor's pieces in element order).
+  const std::vector<ParamPiece<T>>& pieces() const { return pieces_; }
 
  private:
   std::vector<std::unique_ptr<ParamT<T>>> params_;  // canonical order (stable addresses)
+  std::vector<ParamPiece<T>> pieces_;
   std::map<std::string, ParamT<T>*> by_name_;
 };
 

@@ -1,13 +1,31 @@
 #include "runtime/train/optimizer.h"
 
+#include <vector>
+
 #include "kernels/cpu/nn/adamw.h"
 
 namespace xhc::train {
 
 double GradSumOfSquares(const model::ParamSetT<float>& params) {
-  double total = 0;
-  for (const auto& p : params.all()) total += nn::sum_of_squares(p->grad.data(), p->numel());
-  return total;
+  // Piece sums in parallel, then added in order exactly as nn::sum_of_squares adds its blocks
+  // (a piece is one of its blocks) and tensor totals in canonical order.
+  const auto& pieces = params.pieces();
+  const int64_t count = static_cast<int64_t>(pieces.size());
+  std::vector<double> piece_sum(pieces.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < count; ++k) {
+    piece_sum[k] = nn::sum_of_squares_block(pieces[k].param->grad.data() + pieces[k].begin,
+                                            pieces[k].end - pieces[k].begin);
+  }
+  double total = 0, tensor_total = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    if (pieces[k].begin == 0) {
+      total += tensor_total;
+      tensor_total = 0;
+    }
+    tensor_total += piece_sum[k];
+  }
+  return total + tensor_total;
 }
 
 StepStats ApplyAdamW(const OptimConfig& optim, int64_t total_steps, int64_t step,
@@ -27,9 +45,17 @@ StepStats ApplyAdamW(const OptimConfig& optim, int64_t total_steps, int64_t step
   for (const auto& p : params->all()) {
     if (p->exp_avg.size() != p->value.size()) p->exp_avg.assign(p->value.size(), 0.0f);
     if (p->exp_avg_sq.size() != p->value.size()) p->exp_avg_sq.assign(p->value.size(), 0.0f);
-    nn::adamw_step(p->value.data(), p->grad.data(), p->exp_avg.data(), p->exp_avg_sq.data(),
-                   p->numel(), step + 1, static_cast<float>(stats.lr), p->decay,
-                   static_cast<float>(stats.clip), opt);
+  }
+  const auto& pieces = params->pieces();
+  const int64_t count = static_cast<int64_t>(pieces.size());
+  const float lr = static_cast<float>(stats.lr), clip = static_cast<float>(stats.clip);
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < count; ++k) {
+    model::ParamT<float>* p = pieces[k].param;
+    const int64_t b = pieces[k].begin;
+    nn::adamw_step_one_thread(p->value.data() + b, p->grad.data() + b, p->exp_avg.data() + b,
+                              p->exp_avg_sq.data() + b, pieces[k].end - b, step + 1, lr,
+                              p->decay, clip, opt);
   }
   return stats;
 }

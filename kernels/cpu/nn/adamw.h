@@ -23,6 +23,11 @@ struct AdamWOptions {
 // bit-identical for any thread count.
 void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, int64_t step,
                 float lr, bool decay, float grad_scale = 1.0f, const AdamWOptions& opt = {});
+// The same update on the calling thread only: for callers that spread many tensors' pieces
+// over the threads themselves (one parallel region per step instead of one per tensor).
+void adamw_step_one_thread(float* param, const float* grad, float* m, float* v, int64_t n,
+                           int64_t step, float lr, bool decay, float grad_scale = 1.0f,
+                           const AdamWOptions& opt = {});
 
 // Learning rate at 0-based step: linear warm-up lr = peak·(step+1)/warmup_steps for
 // step < warmup_steps, then cosine from peak (at step = warmup_steps) to min_ratio·peak
@@ -30,9 +35,15 @@ void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, 
 float lr_at(int64_t step, int64_t warmup_steps, int64_t total_steps, float peak_lr,
             float min_ratio = 0.1f);
 
-// Σ g² in double, in fixed blocks summed in block order: identical for any thread count.
-// Stage-local partial sums are added by the caller (in stage order) before the sqrt.
+// Σ g² in double, in fixed blocks of kSumOfSquaresBlock elements, each summed in a fixed order
+// (sum_of_squares_block), the block sums added in block order: identical for any thread count. Stage-local partial sums
+// are added by the caller (in stage order) before the sqrt.
+inline constexpr int64_t kSumOfSquaresBlock = 8192;
 double sum_of_squares(const float* g, int64_t n);
+// One block's sum (n <= kSumOfSquaresBlock) on the calling thread: eight interleaved running
+// sums (element i into sum i % 8) added in lane order. A caller that spreads blocks of many
+// tensors over the threads adds these exactly as sum_of_squares does.
+double sum_of_squares_block(const float* g, int64_t n);
 
 // sqrt of Σ over tensors (in the given order) of sum_of_squares.
 double global_grad_norm(std::span<const std::span<const float>> grads);
