@@ -1,6 +1,7 @@
 """Peer benchmark: this runtime against PyTorch on the same job (bench/peer/README.md).
 
-    python peer.py --xhc bazel-bin/xhc --out DIR [--steps 6] [--big-steps 3] [--only xhc]
+    python peer.py --xhc bazel-bin/xhc --out DIR [--steps 4] [--big-steps 2] [--big-batch 1]
+                   [--only vanilla mhc xhc] [--sizes 128 512]
 
 For each model (vanilla, mhc, xhc at configs/quickstart.yaml's size, and at d_model 512) and
 each row (single process; 2-rank pipelines 1F1B, ZB-V, DualPipeV) it runs ours, then PyTorch

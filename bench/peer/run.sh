@@ -2,7 +2,7 @@
 # Peer benchmark: this runtime against PyTorch 2.x (torch.distributed.pipelining) on the same
 # job. One command from a clean clone (after ./setup.sh):
 #
-#   bash bench/peer/run.sh [peer.py flags, e.g. --steps 6 --big-steps 3 --only xhc]
+#   bash bench/peer/run.sh [peer.py flags, e.g. --only xhc --sizes 128]
 #
 # Installs the pinned PyTorch into bench/peer/.venv (once; only its CPU path is used), builds
 # //:xhc, then runs bench/peer/peer.py under the machine's CPU lock (/tmp/xhc-build.lock, the
