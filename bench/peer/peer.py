@@ -1,4 +1,4 @@
-"""Peer benchmark: this runtime against PyTorch on the same job (bench/peer/README.md).
+"""Peer benchmark: this runtime against PyTorch on the same job (README.md, "Compared with PyTorch").
 
     python peer.py --xhc bazel-bin/xhc --out DIR [--steps 4] [--big-steps 2] [--big-batch 1]
                    [--only vanilla mhc xhc] [--sizes 128 512]
