@@ -1,4 +1,5 @@
-"""Peer benchmark: this runtime against PyTorch on the same job (README.md, "Compared with PyTorch").
+"""Peer benchmark: this runtime against PyTorch on the same job (README, "Compared with
+PyTorch").
 
     python peer.py --xhc bazel-bin/xhc --out DIR [--steps 4] [--big-steps 2] [--big-batch 1]
                    [--only vanilla mhc xhc] [--sizes 128 512]
@@ -221,11 +222,13 @@ def table(rows):
              "| ours ÷ PyTorch | ours bubble (rank 0, 1) | loss check (max rel diff) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        run_name = "single process" if r["mode"] == "single" else f"2 ranks, {r['ours_schedule']}"
+        run_name = ("single process" if r["mode"] == "single"
+                    else f"2 ranks, {r['ours_schedule']}")
         chk = f"{r['loss_check']['steps']} steps, {r['loss_check']['max_rel_diff']:.1e}"
         if not r["valid"]:
             lines.append(f"| {r['model']} | {r['d_model']} | {r['global_batch']} | {run_name} "
-                         f"| {r['torch_schedule']} | invalid | invalid | — | — | {chk} (disagree) |")
+                         f"| {r['torch_schedule']} | invalid | invalid | — | — "
+                         f"| {chk} (disagree) |")
             continue
         bubble = ", ".join(f"{b:.2f}" for b in r["ours"].get("bubble_per_rank", [])) or "—"
         lines.append(f"| {r['model']} | {r['d_model']} | {r['global_batch']} | {run_name} | "

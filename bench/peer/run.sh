@@ -35,5 +35,6 @@ flock -o "$LOCK" bazel build --disk_cache=/tmp/xhc-disk-cache //:xhc >&2
 OUT=bench/peer/runs/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT"
 start=$(date +%s)
-flock -o "$LOCK" "$PY" bench/peer/peer.py --xhc bazel-bin/xhc --out "$OUT" "$@" | tee "$OUT/report.txt"
+flock -o "$LOCK" "$PY" bench/peer/peer.py --xhc bazel-bin/xhc --out "$OUT" "$@" |
+  tee "$OUT/report.txt"
 echo "bench/peer: $(( $(date +%s) - start )) s; report in $OUT/report.txt" >&2
