@@ -123,6 +123,14 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
   BatchSampler sampler(&corpus.train, config.train.seed, config.train.batch_size,
                        config.model.seq_len);
   std::ofstream metrics((fs::path(options.out_dir) / "metrics.jsonl").string(), std::ios::app);
+  if (total == 0 && !options.resume) {
+    // `--steps 0` exports the seeded initial weights as checkpoint 0, so another framework
+    // can start from exactly our init (bench/peer loads it into PyTorch).
+    RETURN_IF_ERROR(SaveCheckpoint(
+        config, options.out_dir, 0, params,
+        options.checkpoint_files ? *options.checkpoint_files : DefaultFileSystem()));
+    return result;
+  }
   const double tokens_per_step = static_cast<double>(config.train.microbatches) *
                                  config.train.batch_size * config.model.seq_len;
   double train_seconds = 0;

@@ -21,7 +21,8 @@
 namespace xhc::train {
 
 struct TrainOptions {
-  int64_t steps = -1;        // overrides train.steps when >= 0
+  int64_t steps = -1;        // overrides train.steps when >= 0; 0 writes the seeded
+                             // initial weights as checkpoint 0 and trains nothing
   std::string out_dir;       // run directory (created); required
   bool resume = false;       // continue from out_dir/checkpoints (LATEST, else older)
   bool quiet = false;        // no per-step progress lines (tests)

@@ -72,6 +72,30 @@ TEST_P(Resume, InterruptedRunIsBitIdenticalToUninterrupted) {
 
 INSTANTIATE_TEST_SUITE_P(Residuals, Resume, ::testing::Values("vanilla", "mhc", "xhc"));
 
+// `--steps 0` exports the seeded init: checkpoint 0 holds the weights step 1 starts from, so
+// a run resumed from it is bit-identical to one that never stopped.
+TEST(Training, ZeroStepsExportsTheSeededInitAsCheckpointZero) {
+  const Config config = TinyConfig("xhc");
+  const std::string init = TempPath("init0");
+  const std::string straight = TempPath("init0_straight");
+  fs::remove_all(init);
+  fs::remove_all(straight);
+  absl::StatusOr<TrainResult> zero =
+      RunTraining(config, {.steps = 0, .out_dir = init, .quiet = true});
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_TRUE(zero->step_losses.empty());
+  absl::StatusOr<LoadedCheckpoint> c = LoadNewestValid(init + "/checkpoints", nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->manifest.step, 0);
+  absl::StatusOr<TrainResult> a = RunTraining(config, {.out_dir = straight, .quiet = true});
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<TrainResult> b =
+      RunTraining(config, {.out_dir = init, .resume = true, .quiet = true});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->start_step, 0);
+  EXPECT_EQ(b->step_losses, a->step_losses);
+}
+
 TEST(Training, CorruptLatestFallsBackAndMissingCorpusIsNamed) {
   Config config = TinyConfig("xhc");
   const std::string run = TempPath("fallback");
