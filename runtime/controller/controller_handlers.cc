@@ -13,10 +13,15 @@ ControllerHandlers::ControllerHandlers(Controller* controller, std::string token
                                        double command_poll_s)
     : controller_(controller), token_(std::move(token)), command_poll_s_(command_poll_s) {}
 
-absl::Status ControllerHandlers::Authenticate(const CallInfo& call) const {
-  if (!call.token) return absl::UnauthenticatedError("missing job token");
-  if (*call.token != token_) return absl::UnauthenticatedError("wrong job token");
-  return absl::OkStatus();
+absl::Status ControllerHandlers::Authenticate(const CallInfo& call) {
+  if (call.token && *call.token == token_) return absl::OkStatus();
+  const std::string host = PeerHost(call.peer);
+  if (!bad_token_limiter_.Allow(host)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "too many requests with a missing or wrong job token from ", host, " (more than ",
+        kBadTokenRate, " a second): refused unread"));
+  }
+  return absl::UnauthenticatedError(call.token ? "wrong job token" : "missing job token");
 }
 
 absl::Status ControllerHandlers::Register(const CallInfo& call, const proto::RegisterRequest& req,

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "proto/xhc.pb.h"
 #include "runtime/controller/controller.h"
+#include "runtime/controller/peer_limiter.h"
 
 namespace xhc::controller {
 
@@ -21,9 +22,17 @@ namespace xhc::controller {
 // ever or overflow the deadline arithmetic.
 inline constexpr double kMaxKvWaitS = 600;
 
-// One call's transport facts: the x-xhc-token metadata value (nullopt: absent).
+// Requests that fail authentication, per client host: bursts of kBadTokenBurst, then
+// kBadTokenRate a second; beyond that they are refused RESOURCE_EXHAUSTED. A worker with a
+// wrong token retries at most a few times a second and always hears why.
+inline constexpr double kBadTokenRate = 20;
+inline constexpr double kBadTokenBurst = 40;
+
+// One call's transport facts: the x-xhc-token metadata value (nullopt: absent) and the
+// client's address as gRPC names it ("ipv4:10.0.0.1:5555").
 struct CallInfo {
   std::optional<std::string> token;
+  std::string peer;
 };
 
 // The two directions of one heartbeat stream. Read blocks for the next beat (false: the
@@ -56,11 +65,13 @@ class ControllerHandlers {
   absl::Status Status(const CallInfo& call, proto::StatusResponse* resp);
 
  private:
-  absl::Status Authenticate(const CallInfo& call) const;
+  // Not const: a failure is charged to the caller's host.
+  absl::Status Authenticate(const CallInfo& call);
 
   Controller* controller_;
   std::string token_;
   double command_poll_s_;
+  PeerLimiter bad_token_limiter_{kBadTokenRate, kBadTokenBurst};
 };
 
 }  // namespace xhc::controller

@@ -60,12 +60,12 @@ proto::Heartbeat Beat(int rank, int64_t epoch) {
   return b;
 }
 
-const CallInfo kAuthentic{std::string(kToken)};
+const CallInfo kAuthentic{std::string(kToken), "ipv4:127.0.0.1:1"};
 
 TEST(ControllerHandlers, EveryRpcNeedsTheJobToken) {
   std::unique_ptr<Controller> ctl = MakeController();
   ControllerHandlers h(ctl.get(), kToken);
-  const CallInfo none{}, wrong{std::string("guess")};
+  const CallInfo none{}, wrong{std::string("guess"), ""};
   proto::RegisterResponse reg;
   EXPECT_TRUE(absl::IsUnauthenticated(h.Register(none, {}, &reg)));
   EXPECT_TRUE(absl::IsUnauthenticated(h.Register(wrong, {}, &reg)));
@@ -109,6 +109,32 @@ TEST(ControllerHandlers, RendezvousWaitsAreClamped) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
   EXPECT_NE(s.message().find("absent"), std::string::npos) << s;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+}
+
+// Requests failing authentication are charged to their host: past the burst they are
+// refused RESOURCE_EXHAUSTED; the token still works from that host, and other hosts are
+// not affected.
+TEST(ControllerHandlers, BadTokenFloodsAreBoundedPerHost) {
+  std::unique_ptr<Controller> ctl = MakeController();
+  ControllerHandlers h(ctl.get(), kToken);
+  const CallInfo flood{std::string("guess"), "ipv4:10.1.1.1:40000"};
+  proto::StatusResponse status;
+  int unauthenticated = 0, exhausted = 0;
+  for (int i = 0; i < 200; ++i) {
+    const absl::Status s = h.Status(flood, &status);
+    unauthenticated += absl::IsUnauthenticated(s);
+    exhausted += absl::IsResourceExhausted(s);
+    if (absl::IsResourceExhausted(s)) {
+      EXPECT_NE(s.message().find("from ipv4:10.1.1.1 "), std::string::npos) << s;
+    }
+  }
+  EXPECT_EQ(unauthenticated + exhausted, 200);
+  EXPECT_GE(unauthenticated, kBadTokenBurst);
+  EXPECT_LE(unauthenticated, kBadTokenBurst + 10) << "200 calls take far less than 0.5 s";
+  const CallInfo same_host_with_token{std::string(kToken), "ipv4:10.1.1.1:40001"};
+  EXPECT_TRUE(h.Status(same_host_with_token, &status).ok());
+  const CallInfo other_host{std::string("guess"), "ipv4:10.1.1.2:40000"};
+  EXPECT_TRUE(absl::IsUnauthenticated(h.Status(other_host, &status)));
 }
 
 TEST(ControllerHandlers, AStreamKeepsOnlyItsOwnRankAlive) {

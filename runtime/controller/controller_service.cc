@@ -33,6 +33,7 @@ class GrpcHeartbeatIo final : public HeartbeatIo {
 
 CallInfo CallOf(const grpc::ServerContext* ctx) {
   CallInfo call;
+  call.peer = ctx->peer();
   const auto& md = ctx->client_metadata();
   if (auto it = md.find(kTokenMetadataKey); it != md.end()) {
     call.token = std::string(it->second.data(), it->second.size());
