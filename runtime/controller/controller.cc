@@ -107,6 +107,7 @@ absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::Regist
   resp.set_start_step(start_step_);
   resp.set_run_dir(options_.run_dir);
   resp.set_resume_from(resume_from_);
+  resp.set_epoch(w.epoch);
   LogInfo("worker %s (pid %d, %s) registered as rank %d", req.worker_id(), req.pid(),
           req.advertise_address(), rank);
   cv_.notify_all();
@@ -142,20 +143,37 @@ absl::StatusOr<std::vector<std::string>> Controller::KvGet(const std::vector<std
   return values;
 }
 
-int64_t Controller::Attach(int rank) {
+absl::Status Controller::Attach(int rank, int64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (rank < 0 || rank >= world_size_) {
+    return absl::InvalidArgumentError(absl::StrCat("heartbeat stream for unknown rank ", rank,
+                                                   " (the job has ", world_size_, ")"));
+  }
   Worker& w = workers_[rank];
+  if (!w.registered) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "heartbeat stream for rank ", rank, ", which has no registered worker: register first"));
+  }
+  if (epoch != w.epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "fenced: rank ", rank, " now belongs to worker ", w.worker_id, " (registration ",
+        w.epoch, "); this stream's registration ", epoch, " was replaced"));
+  }
+  if (w.attached) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "rank ", rank, " (worker ", w.worker_id, ") already opened its heartbeat stream"));
+  }
   w.attached = true;
   w.alive = true;
   w.last_beat = Clock::now();
   cv_.notify_all();
-  return w.epoch;
+  return absl::OkStatus();
 }
 
-void Controller::Heartbeat(const proto::Heartbeat& beat, int64_t epoch) {
+void Controller::Heartbeat(int rank, const proto::Heartbeat& beat, int64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (beat.rank() < 0 || beat.rank() >= world_size_) return;
-  Worker& w = workers_[beat.rank()];
+  if (rank < 0 || rank >= world_size_) return;
+  Worker& w = workers_[rank];
   if (w.epoch != epoch) return;
   w.last_beat = Clock::now();
   w.progress = beat.progress();
@@ -177,8 +195,9 @@ std::optional<proto::Command> Controller::NextCommand(int rank, int64_t epoch, d
                                                       bool* stale) {
   std::unique_lock<std::mutex> lock(mu_);
   Worker& w = workers_[rank];
+  // Also wakes when the stream's own reader saw it close (Detach): its writer ends at once.
   cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
-               [&] { return stopped_ || w.epoch != epoch || !w.outbox.empty(); });
+               [&] { return stopped_ || w.epoch != epoch || !w.alive || !w.outbox.empty(); });
   *stale = stopped_ || w.epoch != epoch;
   if (*stale || w.outbox.empty()) return std::nullopt;
   proto::Command c = w.outbox.front();
@@ -195,11 +214,28 @@ absl::Status Controller::Report(const proto::StepReport& report) {
     return absl::InvalidArgumentError(absl::StrCat("report from rank ", report.rank(),
                                                    " carries no result"));
   }
+  const Worker& w = workers_[report.rank()];
+  if (!w.registered || report.epoch() != w.epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "fenced: report for rank ", report.rank(), " from registration ", report.epoch(),
+        ", but the rank belongs to ", w.registered ? w.worker_id : "no worker",
+        " (registration ", w.epoch, ") now"));
+  }
   if (report.generation() != generation_) return absl::OkStatus();  // from an aborted step
+  const ReportKey key = KeyOf(report);
+  if (!reports_.count({key, report.rank()})) {
+    int pending = 0;
+    for (const auto& [k, r] : reports_) pending += k.second == report.rank();
+    if (pending >= kMaxPendingReportsPerRank) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "rank ", report.rank(), " already has ", pending,
+          " reports the controller has not asked for; refusing more"));
+    }
+  }
   if (report.has_step_result()) {
     workers_[report.rank()].step_done = report.step_result().step() + 1;
   }
-  reports_[{KeyOf(report), report.rank()}] = report;
+  reports_[{key, report.rank()}] = report;
   cv_.notify_all();
   return absl::OkStatus();
 }

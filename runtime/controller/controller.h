@@ -67,17 +67,26 @@ class Controller {
   // Blocks until every key is present (kDeadlineExceeded naming the missing keys).
   absl::StatusOr<std::vector<std::string>> KvGet(const std::vector<std::string>& keys,
                                                  double timeout_s);
-  // A worker's heartbeat stream opened (returns the registration epoch the stream belongs
-  // to) / delivered a beat / closed (closed = dead). Calls from a stream of an older epoch
-  // (a replaced worker) are ignored.
-  int64_t Attach(int rank);
-  void Heartbeat(const proto::Heartbeat& beat, int64_t epoch);
+  // A worker's heartbeat stream opened for its registration `epoch` (RegisterResponse.epoch)
+  // / delivered a beat / closed (closed = dead). Attach refuses a stream for a rank with no
+  // registered worker, for a registration the rank has since been given away from (a
+  // replaced worker: kFailedPrecondition, "fenced"), or a second stream for one
+  // registration (kAlreadyExists): one rank, one worker, one stream. Beats and closes from
+  // a stream of an older epoch are ignored.
+  absl::Status Attach(int rank, int64_t epoch);
+  void Heartbeat(int rank, const proto::Heartbeat& beat, int64_t epoch);
   void Detach(int rank, int64_t epoch, const std::string& why);
   // The next command for `rank` (blocks up to timeout_s; nullopt on timeout or shutdown).
   // Sets *stale when the stream's epoch is no longer current (its writer should stop).
   std::optional<proto::Command> NextCommand(int rank, int64_t epoch, double timeout_s,
                                             bool* stale);
+  // Refuses a report from a fenced registration (kFailedPrecondition) and more than
+  // kMaxPendingReportsPerRank uncollected reports from one rank (kResourceExhausted); drops
+  // (OK) reports of an aborted generation.
   absl::Status Report(const proto::StepReport& report);
+  // A worker has at most a step result, a checkpoint shard and a ready report in flight;
+  // the bound keeps a misbehaving client from growing the controller without limit.
+  static constexpr int kMaxPendingReportsPerRank = 16;
   proto::StatusResponse Status();
   // A copy of the job's state for the dashboard and /metrics, taken under the lock: the
   // records from the given indices on (pass the counts already seen to get only what is

@@ -2,11 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
-#include <thread>
-
 #include "absl/strings/str_cat.h"
 #include "runtime/checkpoint/file_io.h"
+#include "runtime/controller/controller_handlers.h"
 #include "base/status_macros.h"
 
 namespace xhc::controller {
@@ -17,101 +15,68 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+// gRPC's view of one heartbeat stream, for ControllerHandlers::HeartbeatStream.
+class GrpcHeartbeatIo final : public HeartbeatIo {
+ public:
+  GrpcHeartbeatIo(grpc::ServerContext* ctx,
+                  grpc::ServerReaderWriter<proto::Command, proto::Heartbeat>* stream)
+      : ctx_(ctx), stream_(stream) {}
+  bool Read(proto::Heartbeat* beat) override { return stream_->Read(beat); }
+  bool Write(const proto::Command& command) override { return stream_->Write(command); }
+  void Cancel() override { ctx_->TryCancel(); }
+  bool IsCancelled() const override { return ctx_->IsCancelled(); }
+
+ private:
+  grpc::ServerContext* ctx_;
+  grpc::ServerReaderWriter<proto::Command, proto::Heartbeat>* stream_;
+};
+
+CallInfo CallOf(const grpc::ServerContext* ctx) {
+  CallInfo call;
+  call.peer = ctx->peer();
+  const auto& md = ctx->client_metadata();
+  if (auto it = md.find(kTokenMetadataKey); it != md.end()) {
+    call.token = std::string(it->second.data(), it->second.size());
+  }
+  return call;
+}
+
 }  // namespace
 
 class ControllerServer::Service final : public proto::Controller::Service {
  public:
   Service(Controller* controller, std::string token)
-      : controller_(controller), token_(std::move(token)) {}
+      : handlers_(controller, std::move(token)) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const proto::RegisterRequest* req,
                         proto::RegisterResponse* resp) override {
-    if (grpc::Status a = Authenticate(ctx); !a.ok()) return a;
-    absl::StatusOr<proto::RegisterResponse> r = controller_->Register(*req);
-    if (!r.ok()) return ToGrpc(r.status());
-    *resp = *std::move(r);
-    return grpc::Status::OK;
+    return ToGrpc(handlers_.Register(CallOf(ctx), *req, resp));
   }
-
   grpc::Status KvSet(grpc::ServerContext* ctx, const proto::KvSetRequest* req,
                      proto::Empty*) override {
-    if (grpc::Status a = Authenticate(ctx); !a.ok()) return a;
-    controller_->KvSet(req->key(), req->value());
-    return grpc::Status::OK;
+    return ToGrpc(handlers_.KvSet(CallOf(ctx), *req));
   }
-
   grpc::Status KvGet(grpc::ServerContext* ctx, const proto::KvGetRequest* req,
                      proto::KvGetResponse* resp) override {
-    if (grpc::Status a = Authenticate(ctx); !a.ok()) return a;
-    absl::StatusOr<std::vector<std::string>> v = controller_->KvGet(
-        {req->keys().begin(), req->keys().end()}, static_cast<double>(req->timeout_ms()) / 1000);
-    if (!v.ok()) return ToGrpc(v.status());
-    for (const std::string& s : *v) resp->add_values(s);
-    return grpc::Status::OK;
+    return ToGrpc(handlers_.KvGet(CallOf(ctx), *req, resp));
   }
-
   grpc::Status HeartbeatStream(
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<proto::Command, proto::Heartbeat>* stream) override {
-    if (grpc::Status a = Authenticate(ctx); !a.ok()) return a;
-    proto::Heartbeat first;
-    if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no heartbeat");
-    const int rank = first.rank();
-    if (rank < 0 || rank >= controller_->plan().world_size()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "heartbeat from unknown rank");
-    }
-    const int64_t epoch = controller_->Attach(rank);
-    controller_->Heartbeat(first, epoch);
-    std::atomic<bool> done{false};
-    // Commands go out on a second thread: gRPC allows one reader and one writer at a time.
-    std::thread writer([&] {
-      while (!done.load()) {
-        bool stale = false;
-        std::optional<proto::Command> cmd = controller_->NextCommand(rank, epoch, 0.2, &stale);
-        if (stale) {
-          ctx->TryCancel();  // replaced: close this worker's stream
-          break;
-        }
-        if (cmd && !stream->Write(*cmd)) break;
-      }
-    });
-    proto::Heartbeat beat;
-    while (stream->Read(&beat)) controller_->Heartbeat(beat, epoch);
-    done = true;
-    writer.join();
-    controller_->Detach(rank, epoch,
-                        ctx->IsCancelled() ? "stream cancelled" : "heartbeat stream closed");
-    return grpc::Status::OK;
+    GrpcHeartbeatIo io(ctx, stream);
+    return ToGrpc(handlers_.HeartbeatStream(CallOf(ctx), &io));
   }
-
   grpc::Status ReportStep(grpc::ServerContext* ctx, const proto::StepReport* req,
                           proto::Empty*) override {
-    if (grpc::Status a = Authenticate(ctx); !a.ok()) return a;
-    return ToGrpc(controller_->Report(*req));
+    return ToGrpc(handlers_.ReportStep(CallOf(ctx), *req));
   }
-
   grpc::Status Status(grpc::ServerContext* ctx, const proto::Empty*,
                       proto::StatusResponse* resp) override {
-    if (grpc::Status a = Authenticate(ctx); !a.ok()) return a;
-    *resp = controller_->Status();
-    return grpc::Status::OK;
+    return ToGrpc(handlers_.Status(CallOf(ctx), resp));
   }
 
  private:
-  grpc::Status Authenticate(grpc::ServerContext* ctx) const {
-    const auto& md = ctx->client_metadata();
-    auto it = md.find(kTokenMetadataKey);
-    if (it == md.end()) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing job token");
-    }
-    if (std::string(it->second.data(), it->second.size()) != token_) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong job token");
-    }
-    return grpc::Status::OK;
-  }
-
-  Controller* controller_;
-  std::string token_;
+  ControllerHandlers handlers_;
 };
 
 absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(

@@ -93,6 +93,7 @@ class FakeWorker {
     return commands_;
   }
   bool died() const { return died_; }
+  int64_t epoch() const { return epoch_; }  // its registration's (RegisterResponse.epoch)
   std::string error() const {
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
@@ -111,13 +112,17 @@ class FakeWorker {
     absl::StatusOr<proto::RegisterResponse> resp = ctl_->Register(req);
     if (!resp.ok()) return Fail(std::string(resp.status().message()));
     rank_ = resp->rank();
-    const int64_t epoch = ctl_->Attach(rank_);
+    const int64_t epoch = resp->epoch();
+    epoch_ = epoch;
+    if (absl::Status s = ctl_->Attach(rank_, epoch); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
     std::atomic<bool> beating{true};
     std::thread heart([&] {
       while (beating) {
         proto::Heartbeat beat;
         beat.set_rank(rank_);
-        ctl_->Heartbeat(beat, epoch);
+        ctl_->Heartbeat(rank_, beat, epoch);
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     });
@@ -148,6 +153,7 @@ class FakeWorker {
     proto::StepReport report;
     report.set_rank(rank_);
     report.set_generation(cmd.generation());
+    report.set_epoch(epoch_);
     switch (cmd.kind()) {
       case proto::Command::RUN_STEP: {
         proto::StepResult* r = report.mutable_step_result();
@@ -203,6 +209,7 @@ class FakeWorker {
   int hint_;
   Script script_;
   int rank_ = -1;
+  std::atomic<int64_t> epoch_{0};
   std::atomic<bool> died_{false};
   mutable std::mutex mu_;
   std::vector<proto::Command> commands_;
@@ -296,6 +303,45 @@ TEST(ControllerTest, RejectsReportsFromUnknownRanksOrWithoutAResult) {
   EXPECT_TRUE(absl::IsInvalidArgument(ctl->Report(r)));
 }
 
+// One rank, one registration, one stream: a stream for a rank nobody registered, for a
+// registration that is not the rank's current one, or a second stream for one registration
+// is refused; so is a report from a registration that is not current, and an endless run of
+// reports nobody asked for is bounded.
+TEST(ControllerTest, StreamsAndReportsNeedTheRanksCurrentRegistration) {
+  std::unique_ptr<Controller> ctl = MakeController(TestConfig(1, 0), RunDir("controller_fence"));
+  ASSERT_NE(ctl, nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(ctl->Attach(0, 0)));
+  EXPECT_TRUE(absl::IsInvalidArgument(ctl->Attach(kWorkers, 1)));
+  EXPECT_TRUE(absl::IsInvalidArgument(ctl->Attach(-1, 1)));
+  proto::RegisterRequest req;
+  req.set_worker_id("w0");
+  req.set_rank_hint(0);
+  absl::StatusOr<proto::RegisterResponse> r = ctl->Register(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int64_t epoch = r->epoch();
+  EXPECT_GT(epoch, 0);
+  const absl::Status wrong = ctl->Attach(0, epoch + 1);
+  EXPECT_TRUE(absl::IsFailedPrecondition(wrong)) << wrong;
+  EXPECT_NE(wrong.message().find("fenced"), std::string::npos) << wrong;
+  ASSERT_TRUE(ctl->Attach(0, epoch).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(ctl->Attach(0, epoch)));
+  proto::StepReport report;
+  report.set_rank(0);
+  report.set_epoch(epoch + 1);
+  report.mutable_ready();
+  EXPECT_TRUE(absl::IsFailedPrecondition(ctl->Report(report)));
+  report.set_epoch(epoch);
+  for (int step = 0; step < Controller::kMaxPendingReportsPerRank; ++step) {
+    report.mutable_step_result()->set_step(step);
+    ASSERT_TRUE(ctl->Report(report).ok()) << "report " << step;
+  }
+  report.mutable_step_result()->set_step(Controller::kMaxPendingReportsPerRank);
+  const absl::Status flood = ctl->Report(report);
+  EXPECT_TRUE(absl::IsResourceExhausted(flood)) << flood;
+  report.mutable_step_result()->set_step(0);  // the same report again replaces its copy
+  EXPECT_TRUE(ctl->Report(report).ok());
+}
+
 // A worker whose launcher (Slurm's task count, torchrun's WORLD_SIZE) started a job of
 // another size is refused before it takes a rank; one of the right size, or one that does
 // not know, is accepted.
@@ -348,6 +394,20 @@ TEST(ControllerTest, ReplacesAWorkerThatDiesMidStepAndResumesFromTheCheckpoint) 
     status = ctl->Run();
     survivor_commands = w0.commands();
     EXPECT_TRUE(w1.died());
+    // The dead worker's registration is fenced out: were its process alive after all (a
+    // link that came back), its stream and reports are refused, not a second rank 1.
+    proto::StepReport late;
+    late.set_rank(1);
+    late.set_epoch(w1.epoch());
+    late.set_generation(1);
+    late.mutable_step_result()->set_step(4);
+    const absl::Status refused = ctl->Report(late);
+    EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+    EXPECT_NE(refused.message().find("fenced"), std::string::npos) << refused;
+    const absl::Status reattach = ctl->Attach(1, w1.epoch());
+    EXPECT_TRUE(absl::IsFailedPrecondition(reattach)) << reattach;
+    EXPECT_NE(reattach.message().find("fake-1"), std::string::npos)
+        << "names the worker the rank belongs to now: " << reattach;
     replacements.clear();  // joins the replacement (it saw SHUTDOWN)
   }
   ASSERT_TRUE(status.ok()) << status;

@@ -6,14 +6,16 @@
 
 namespace xhc::worker {
 
-CommandStream::CommandStream(proto::Controller::Stub* stub, std::string token, int rank)
-    : stub_(stub), token_(std::move(token)), rank_(rank) {}
+CommandStream::CommandStream(proto::Controller::Stub* stub, std::string token, int rank,
+                             int64_t epoch)
+    : stub_(stub), token_(std::move(token)), rank_(rank), epoch_(epoch) {}
 
 absl::Status CommandStream::Open() {
   ctx_.AddMetadata("x-xhc-token", token_);
   stream_ = stub_->HeartbeatStream(&ctx_);
   proto::Heartbeat first;
   first.set_rank(rank_);
+  first.set_epoch(epoch_);
   if (!stream_->Write(first)) {
     return FromGrpc(stream_->Finish(), "open heartbeat stream");
   }
@@ -37,6 +39,7 @@ void CommandStream::HeartbeatLoop() {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     proto::Heartbeat beat;
     beat.set_rank(rank_);
+    beat.set_epoch(epoch_);
     beat.set_step(step_.load());
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -79,7 +82,9 @@ absl::Status CommandStream::Report(const proto::StepReport& report) {
   grpc::ClientContext ctx;
   PrepareContext(&ctx, token_, 60);
   proto::Empty resp;
-  return FromGrpc(stub_->ReportStep(&ctx, report, &resp), "report to controller");
+  proto::StepReport stamped = report;
+  stamped.set_epoch(epoch_);
+  return FromGrpc(stub_->ReportStep(&ctx, stamped, &resp), "report to controller");
 }
 
 CommandStream::~CommandStream() {

@@ -23,13 +23,15 @@ namespace xhc::worker {
 
 class CommandStream {
  public:
-  CommandStream(proto::Controller::Stub* stub, std::string token, int rank);
+  // `epoch`: RegisterResponse.epoch, carried by every beat and report so the controller can
+  // tell this registration from a later one for the same rank.
+  CommandStream(proto::Controller::Stub* stub, std::string token, int rank, int64_t epoch);
   ~CommandStream();
 
   absl::Status Open();
   // Blocks for the next command; kUnavailable once the controller is gone.
   absl::StatusOr<proto::Command> Next();
-  // Sends a step/checkpoint report (unary RPC).
+  // Sends a step/checkpoint report (unary RPC), stamped with this registration's epoch.
   absl::Status Report(const proto::StepReport& report);
   void SetProgressSource(std::function<int64_t()> progress);
   // Called on the reader thread for every command as soon as it arrives (before it is
@@ -44,6 +46,7 @@ class CommandStream {
   proto::Controller::Stub* stub_;
   std::string token_;
   int rank_;
+  int64_t epoch_;
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<proto::Heartbeat, proto::Command>> stream_;
   std::mutex mu_;

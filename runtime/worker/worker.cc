@@ -173,7 +173,7 @@ absl::Status RunWorker(const WorkerOptions& o) {
   GrpcKvStore kv(stub.get(), o.token);
   DataPlane dp;
   std::mutex dp_mu;  // guards dp.transport against the reader thread's Abort
-  CommandStream commands(stub.get(), o.token, rank);
+  CommandStream commands(stub.get(), o.token, rank, reg.epoch());
   // An ABORT must interrupt a step blocked on a dead peer: the reader thread fails the
   // transport at once, and the main loop tears the data plane down when it sees the command.
   // The newest generation the controller has announced: a RESUME for an older one is stale.

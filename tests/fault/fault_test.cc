@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "base/test_seed.h"
 #include "gtest/gtest.h"
+#include "tests/fault/fault_job.h"
 #include "tests/util/run_util.h"
 
 namespace xhc::testing {
@@ -30,59 +31,7 @@ namespace fs = std::filesystem;
 constexpr int kSteps = 200;
 
 std::string Config(const std::string& dir, const std::string& schedule) {
-  const std::string corpus = dir + "/corpus.txt";
-  if (!fs::exists(corpus)) {
-    std::string text;
-    for (int i = 0; i < 400; ++i) absl::StrAppend(&text, "faults happen; jobs go on ", i, ".\n");
-    WriteText(corpus, text);
-  }
-  const std::string path = absl::StrCat(dir, "/", schedule, ".yaml");
-  WriteText(path, absl::StrCat(
-      "model: {d_model: 16, n_layers: 4, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
-      "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: [2]}}\n"
-      "optim: {lr: 0.01, warmup_steps: 3}\n"
-      "train: {steps: ", kSteps, ", batch_size: 2, microbatches: 4, seed: 3, eval_every: 0}\n"
-      "data: {train: ", corpus, "}\n"
-      "pipeline: {schedule: ", schedule, ", workers: 2}\n"
-      "checkpoint: {every: 10, keep: 3}\n"
-      "fault: {heartbeat_timeout: 1.5, step_timeout: 20, max_restarts: 10}\n"));
-  return path;
-}
-
-// pids of the running `xhc worker` children of this job (found by the job's run dir).
-std::vector<int> WorkerPids(const std::string& run) {
-  std::vector<int> pids;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = ReadText(entry.path().string() + "/cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find(" worker ") != std::string::npos &&
-        cmdline.find(run + "/.job-token") != std::string::npos) {
-      pids.push_back(std::stoi(name));
-    }
-  }
-  return pids;
-}
-
-// Waits (up to 30 s) until the job in `run` has logged step `step`; false on time-out.
-[[nodiscard]] bool WaitForStep(const std::string& run, int step) {
-  const std::string needle = absl::StrCat("\"step\": ", step, ",");
-  for (int i = 0; i < 6000; ++i) {
-    if (ReadText(run + "/metrics.jsonl").find(needle) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
-}
-
-// Waits (up to 10 s) for a live worker of the job (a replacement may still be starting).
-std::vector<int> WaitForWorkers(const std::string& run) {
-  for (int i = 0; i < 1000; ++i) {
-    std::vector<int> pids = WorkerPids(run);
-    if (!pids.empty()) return pids;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return {};
+  return FaultJobConfig(dir, schedule, kSteps);
 }
 
 std::string FinalState(const std::string& run) { return CheckpointFingerprint(run, kSteps); }

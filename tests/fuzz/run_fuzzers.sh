@@ -18,7 +18,8 @@ seconds=${1:-30}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(config_fuzzer latest_fuzzer manifest_fuzzer safetensors_fuzzer torch_csv_fuzzer)
+  targets=(config_fuzzer controller_rpc_fuzzer latest_fuzzer manifest_fuzzer safetensors_fuzzer
+           torch_csv_fuzzer)
 fi
 malloc_limit_mb=${XHC_FUZZ_MALLOC_LIMIT_MB:-256}
 rss_limit_mb=${XHC_FUZZ_RSS_LIMIT_MB:-1024}

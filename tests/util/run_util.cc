@@ -113,6 +113,22 @@ std::vector<std::string> MicrobatchLosses(const std::string& run_dir) {
   return out;
 }
 
+std::vector<std::string> CommittedMicrobatchLosses(const std::string& run_dir) {
+  std::map<int, std::string> by_step;
+  std::istringstream in(ReadText(run_dir + "/metrics.jsonl"));
+  std::string line;
+  const std::string step_key = "\"step\": ", loss_key = "\"microbatch_losses\": [";
+  while (std::getline(in, line)) {
+    const size_t at = line.find(loss_key), s = line.find(step_key);
+    if (at == std::string::npos || s == std::string::npos) continue;
+    const int step = std::atoi(line.c_str() + s + step_key.size());
+    by_step[step] = line.substr(at + loss_key.size(), line.find(']', at) - at - loss_key.size());
+  }
+  std::vector<std::string> out;
+  for (const auto& [step, losses] : by_step) out.push_back(losses);
+  return out;
+}
+
 std::map<std::string, Tensor> CheckpointTensors(const std::string& run_dir, int step) {
   absl::StatusOr<LoadedCheckpoint> c =
       LoadCheckpoint(absl::StrCat(run_dir, "/checkpoints/", StepDirName(step)));

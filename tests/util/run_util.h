@@ -43,6 +43,10 @@ std::string ReadText(const std::string& path);
 // metrics.jsonl rows' "microbatch_losses" arrays, as the exact strings printed.
 std::vector<std::string> MicrobatchLosses(const std::string& run_dir);
 
+// Each step's micro-batch losses as the run finally kept them, in step order: a step redone
+// after a recovery has two rows in metrics.jsonl, and the later one counts.
+std::vector<std::string> CommittedMicrobatchLosses(const std::string& run_dir);
+
 // Tensors of the committed checkpoint of `step` under run_dir/checkpoints.
 std::map<std::string, Tensor> CheckpointTensors(const std::string& run_dir, int step);
 
