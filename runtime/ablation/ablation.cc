@@ -224,8 +224,17 @@ absl::Status RunAblation(const AblationOptions& o, std::ostream& progress) {
                                     todo.size(), run.id, r.failure, Clock(elapsed), eta);
       }
       if (!saved.ok()) progress << "  result not saved: " << saved.ToString() << "\n";
-      progress << std::flush;
       out.runs[todo[t]] = std::move(r);
+      // The report so far, so a long study (or one stopped early) always has one.
+      out.pending = static_cast<int>(todo.size()) - finished;
+      out.wall_s = elapsed;
+      absl::Status charts = WriteAblationCharts(out, o.out_dir);
+      absl::Status report = WriteFileAtomic(o.out_dir + "/report.md", RenderAblationReport(out));
+      if (!charts.ok() || !report.ok()) {
+        progress << "  partial report not written: " << (charts.ok() ? report : charts).ToString()
+                 << "\n";
+      }
+      progress << std::flush;
     }
   };
   std::vector<std::thread> pool;
@@ -233,6 +242,7 @@ absl::Status RunAblation(const AblationOptions& o, std::ostream& progress) {
   for (int w = 0; w < workers; ++w) pool.emplace_back(worker);
   for (std::thread& t : pool) t.join();
   out.wall_s = Since(t0);
+  out.pending = 0;
   RETURN_IF_ERROR(WriteAblationCharts(out, o.out_dir));
   RETURN_IF_ERROR(WriteFileAtomic(o.out_dir + "/report.md", RenderAblationReport(out)));
   progress << absl::StrFormat("ablation done in %s: %zu runs (%d run now, %d failed, %d from "

@@ -6,7 +6,7 @@
 // writes
 //   OUT/results/<run>.json   one per finished run (atomic + fsync): curve, FLOPs, diagnostics
 //   OUT/runs/<run>/{config.yaml, log.txt, run/, diagnostics.json}
-//   OUT/report.md, OUT/charts/*.{png,svg,pdf}
+//   OUT/report.md, OUT/charts/*.{png,svg,pdf}  (rewritten after every run: partial until the end)
 // A failed run is recorded and the study goes on. Resumable: a run with an ok result file is
 // skipped; any other run starts again from scratch (a child left running by a killed study
 // is ended first).
@@ -66,6 +66,7 @@ struct AblationOutcome {
   std::vector<RunResult> runs;  // config order (variant-major)
   double wall_s = 0;            // this invocation's wall time
   int skipped = 0;              // runs taken from an earlier invocation's results
+  int pending = 0;              // runs not finished yet (the report is rewritten after each)
 };
 
 struct AblationOptions {

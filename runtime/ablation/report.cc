@@ -274,6 +274,11 @@ std::string SpreadParagraph(const Summary& s) {
 std::string RenderAblationReport(const AblationOutcome& o) {
   const Summary s = Summarize(o);
   std::string md = "# Residual-variant ablation\n\n";
+  if (o.pending > 0) {
+    absl::StrAppend(&md, absl::StrFormat("**Partial report: %d run(s) not finished yet.** The "
+                                         "tables cover the runs that have finished.\n\n",
+                                         o.pending));
+  }
   absl::StrAppend(&md, absl::StrFormat(
       "%zu variants × %zu seeds, %d steps each, %d run(s) at a time with %d thread(s) each. "
       "Every variant of a seed trains on the same batches in the same order and is validated "
