@@ -124,6 +124,10 @@ TEST(AblationReportTest, FindingsFollowTheNumbers) {
   EXPECT_NE(good.find("xhc ≤ mhc < vanilla holds here"), std::string::npos) << good;
   EXPECT_NE(good.find("| vanilla | 2/2 | 3.0015 ± 0.0007"), std::string::npos) << good;
   EXPECT_NE(good.find("recovers 50% of xhc's gain"), std::string::npos) << good;
+  // Every variant's seeds move together: the paired difference has no spread at all.
+  EXPECT_NE(good.find("paired by seed -0.5000 ± 0.0000 over 2 seeds, more than twice its "
+                      "standard error"),
+            std::string::npos) << good;
   for (RunResult& r : o.runs) {
     if (r.variant == "xhc") r.curve.back().val_loss += 2;
   }
