@@ -1,9 +1,10 @@
 // xhc eval (--checkpoint DIR | --config FILE --weights PATH) --data FILE --batch B
-//          --seq-len T [--dump-grads OUT.safetensors]
+//          --seq-len T [--dump-grads OUT.safetensors] [--diagnostics [--diagnostics-out F]]
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/ablation/diagnostics.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/cli/cli_util.h"
@@ -36,7 +37,7 @@ absl::Status Eval(const std::vector<std::string>& args) {
       Flags flags,
       ParseFlagsOrHelp("eval",
                        "(--checkpoint DIR | --config FILE --weights PATH) --data FILE --batch B "
-                       "--seq-len T [--dump-grads OUT.safetensors]",
+                       "--seq-len T [--dump-grads OUT.safetensors] [--diagnostics [--diagnostics-out F]]",
                        args,
                        {{"checkpoint", "run, checkpoint root or step directory"},
                         {"config", "config whose model: block describes --weights"},
@@ -44,7 +45,10 @@ absl::Status Eval(const std::vector<std::string>& args) {
                         {"data", "file whose first B·(T+1) bytes are evaluated", false, true},
                         {"batch", "B rows", false, true},
                         {"seq-len", "T tokens per row", false, true},
-                        {"dump-grads", "write d loss / d parameter as float32 safetensors"}}));
+                        {"dump-grads", "write d loss / d parameter as float32 safetensors"},
+                        {"diagnostics", "print the residual stability diagnostics as JSON "
+                                        "(runtime/ablation/diagnostics.h)", true},
+                        {"diagnostics-out", "also write them to this file (atomically)"}}));
   ASSIGN_OR_RETURN(int64_t B, flags.GetInt("batch", 0));
   ASSIGN_OR_RETURN(int64_t T, flags.GetInt("seq-len", 0));
   if (B < 1) return absl::InvalidArgumentError("--batch must be >= 1");
@@ -64,6 +68,18 @@ absl::Status Eval(const std::vector<std::string>& args) {
                                                   nullptr));
   if (flags.Has("dump-grads")) {
     RETURN_IF_ERROR(DumpGrads(&model, *loaded.params, batch, flags.Get("dump-grads")));
+  }
+  if (flags.GetBool("diagnostics") || flags.Has("diagnostics-out")) {
+    // After --dump-grads (which reads the loaded weights' gradients): the diagnostics run
+    // their own forward and backward.
+    ASSIGN_OR_RETURN(ablation::Diagnostics d,
+                     ablation::ComputeDiagnostics(loaded.config, loaded.params.get(), batch));
+    const std::string json = ablation::DiagnosticsJson(d);
+    if (flags.Has("diagnostics-out")) {
+      RETURN_IF_ERROR(WriteFileAtomic(flags.Get("diagnostics-out"), json + "\n"));
+    }
+    std::printf("{\"loss\": %.9g, \"diagnostics\": %s}\n", loss, json.c_str());
+    return absl::OkStatus();
   }
   std::printf("{\"loss\": %.9g}\n", loss);
   return absl::OkStatus();

@@ -19,6 +19,7 @@ int RunWorkerCommand(const std::vector<std::string>& args);
 int RunControllerCommand(const std::vector<std::string>& args);
 int RunStatusCommand(const std::vector<std::string>& args);
 int RunStudyCommand(const std::vector<std::string>& args);
+int RunAblateCommand(const std::vector<std::string>& args);
 
 }  // namespace xhc::cli
 

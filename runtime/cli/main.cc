@@ -29,6 +29,7 @@ const Subcommand kSubcommands[] = {
     {"schedule", xhc::cli::RunSchedule, "build, validate, simulate and export pipeline schedules"},
     {"ckpt", xhc::cli::RunCkpt, "verify or inspect a checkpoint"},
     {"study", xhc::cli::RunStudyCommand, "compare schedules and residual types: report + charts"},
+    {"ablate", xhc::cli::RunAblateCommand, "residual-variant quality study over seeds: report"},
 };
 
 void Usage() {

@@ -63,7 +63,11 @@ absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx
     }
   }
   PhaseScope timed(phases_, PhaseTimes::kResidualFwd);
-  if (hc) return K::Xhc::Post(hw.config, hw.params, out.data(), X->data(), &s.cache);
+  if (hc) {
+    RETURN_IF_ERROR(K::Xhc::Post(hw.config, hw.params, out.data(), X->data(), &s.cache));
+    if (observer_) observer_(2 * spec_.first_layer + sub_idx, s.cache);
+    return absl::OkStatus();
+  }
   for (size_t i = 0; i < out.size(); ++i) (*X)[i] += out[i];
   return absl::OkStatus();
 }

@@ -63,6 +63,11 @@ class StageModelT {
   const ModelConfig& config() const { return cfg_; }
   // Accumulates wall time per kind of work into `times` (null: off, the default).
   void set_phase_times(PhaseTimes* times) { phases_ = times; }
+  // Called after each residual sublayer's forward (not for vanilla) with its global index
+  // q (2l attention, 2l+1 MLP) and its cache (active set, Hres, ...): the diagnostics read
+  // the per-token maps the step really used. Empty: off, the default.
+  using SublayerObserver = std::function<void(int q, const kernels::XhcCacheT<T>& cache)>;
+  void set_sublayer_observer(SublayerObserver observer) { observer_ = std::move(observer); }
 
  private:
   absl::StatusOr<double> RunForward(MicrobatchState<T>* st, int B, const int32_t* tokens,
@@ -84,6 +89,7 @@ class StageModelT {
   HeadWeights<T> head_;
   std::map<int, std::unique_ptr<MicrobatchState<T>>> inflight_;
   PhaseTimes* phases_ = nullptr;
+  SublayerObserver observer_;
 };
 
 using StageModel = StageModelT<float>;

@@ -31,6 +31,9 @@ struct ScatterChart {
   std::vector<std::string> series;               // legend, one colour each
   std::vector<std::vector<std::pair<double, double>>> points;  // [series] -> (x, y)
   bool diagonal = true;                          // draw y = x
+  // Learning curves: each series' points joined in order, and x and y on their own scales
+  // (both from 0) instead of one shared scale.
+  bool connect = false;
 };
 
 enum class ChartFormat { kPng, kSvg, kPdf };

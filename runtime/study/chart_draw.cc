@@ -206,21 +206,27 @@ std::vector<std::string> DrawBars(cairo_t* cr, const BarChart& c) {
 
 std::vector<std::string> DrawScatter(cairo_t* cr, const ScatterChart& c) {
   Painter p(cr);
-  double v_max = 0;
+  double v_max = 0, x_max = 0, y_max = 0;
   for (const auto& pts : c.points) {
-    for (const auto& [x, y] : pts) v_max = std::max({v_max, x, y});
+    for (const auto& [x, y] : pts) {
+      v_max = std::max({v_max, x, y});
+      x_max = std::max(x_max, x);
+      y_max = std::max(y_max, y);
+    }
   }
   // One scale on both axes, so y = x is the diagonal; 5% headroom keeps dots off the frame.
   const Ticks t = NiceTicks(v_max * 1.05);
-  const Frame f = DrawFrame(p, c.title, c.y_label, t, c.series, 56);
-  auto px = [&](double x) { return f.left + f.width() * x / t.max; };
-  auto py = [&](double y) { return f.bottom - f.height() * y / t.max; };
+  const Ticks tx = c.connect ? NiceTicks(x_max * 1.05) : t;
+  const Ticks ty = c.connect ? NiceTicks(y_max * 1.05) : t;
+  const Frame f = DrawFrame(p, c.title, c.y_label, ty, c.series, 56);
+  auto px = [&](double x) { return f.left + f.width() * x / tx.max; };
+  auto py = [&](double y) { return f.bottom - f.height() * y / ty.max; };
   p.Font(kTickSize);
-  for (int i = 0; i <= t.count(); ++i) {
-    const double x = px(t.step * i);
+  for (int i = 0; i <= tx.count(); ++i) {
+    const double x = px(tx.step * i);
     if (i > 0) p.Line(x, f.top, x, f.bottom, kGrid);
     p.Line(x, f.bottom, x, f.bottom + 5, kInk);
-    p.Text(t.Label(i), x, f.bottom + 18, 0.5);
+    p.Text(tx.Label(i), x, f.bottom + 18, 0.5);
   }
   p.Font(kLabelSize);
   p.Text(c.x_label, (f.left + f.right) / 2, f.bottom + 42, 0.5);
@@ -231,7 +237,13 @@ std::vector<std::string> DrawScatter(cairo_t* cr, const ScatterChart& c) {
     cairo_set_dash(p.cr(), nullptr, 0, 0);
   }
   for (size_t s = 0; s < c.points.size(); ++s) {
-    for (const auto& [x, y] : c.points[s]) p.Dot(px(x), py(y), 4.5, SeriesColor(s));
+    if (c.connect) {
+      for (size_t i = 1; i < c.points[s].size(); ++i) {
+        p.Line(px(c.points[s][i - 1].first), py(c.points[s][i - 1].second),
+               px(c.points[s][i].first), py(c.points[s][i].second), SeriesColor(s), 1.5);
+      }
+    }
+    for (const auto& [x, y] : c.points[s]) p.Dot(px(x), py(y), c.connect ? 3 : 4.5, SeriesColor(s));
   }
   return p.TakeTexts();
 }
