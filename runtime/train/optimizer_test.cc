@@ -33,7 +33,9 @@ model::ParamSetT<float> RandomParams(uint64_t seed) {
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  if (a.size() != b.size()) return false;
+  // memcmp's pointers must not be null, even for 0 bytes (an empty tensor's data() is).
+  return a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST(OptimizerTest, PiecesCoverEveryElementOnceInOrder) {
