@@ -191,7 +191,6 @@ ParamT<T>* ParamSetT<T>::Find(const std::string& name) const {
 }
 
 // The sweeps below are elementwise, so how the pieces fall on threads cannot change a bit.
-// The sweeps below are elementwise, so how the pieces fall on threads cannot change a bit.
 template <typename T>
 void ParamSetT<T>::ZeroGrads() {
   const int64_t count = static_cast<int64_t>(pieces_.size());
