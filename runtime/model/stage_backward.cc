@@ -2,6 +2,7 @@
 // micro-batch (FIFO) and run by BackwardWeight.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -72,7 +73,9 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
     }
     if (!hc) return absl::OkStatus();
     PhaseScope timed(phases, PhaseTimes::kResidualBwdW);
-    if (!st->X_w_ready) st->X_w = st->X_out, st->X_w_ready = true;
+    // X_out's last reader, the head's weight pass, ran before this one (the queue is FIFO and
+    // BackwardHead queues first), so the weight pass takes it over instead of copying 32 MiB.
+    if (!st->X_w_ready) st->X_w = std::move(st->X_out), st->X_w_ready = true;
     RestoreSublayerInput(*st, sub_idx, &st->X_w);
     return K::Xhc::BackwardWeights(hw.config, hw.params, st->X_w.data(), s.cache, hw.grads);
   });

@@ -76,32 +76,34 @@ absl::Status HeadReduceBackwardInput(const HeadParams& P, int n, int N, int C, c
   }
   const int D = N * C;
   std::vector<float> zc(static_cast<size_t>(n) * N);
-#pragma omp parallel for schedule(static)
-  for (int tok = 0; tok < n; ++tok) {
-    const float* x = X + static_cast<size_t>(tok) * D;
-    const float* dyt = dy + static_cast<size_t>(tok) * C;
-    const float r = cache->rstd[tok];
-    float a = 0;
-    for (int i = 0; i < N; ++i) {
-      const size_t q = static_cast<size_t>(tok) * N + i;
-      const float h = cache->h[q];
-      cache->dz[q] = cpu::Dot(C, dyt, x + i * C) * h * (1.0f - h);
-      zc[q] = cache->dz[q] * P.alpha[0] * r;
-      a += zc[q] * cache->proj[q];
-    }
-    a *= r * r / D;  // rms backward: r^2 / D * sum dz (z - b), z - b = alpha r proj
-    for (int i = 0; i < N; ++i) {
-      const float h = cache->h[static_cast<size_t>(tok) * N + i];
-      float* __restrict dst = dX + static_cast<size_t>(tok) * D + i * C;
-      const float* __restrict xi = x + i * C;
-      for (int c = 0; c < C; ++c) dst[c] = h * dyt[c] - a * xi[c];
-    }
-  }
-  // dX += zc (n, N) . W (N, D), a token block at a time.
+  // A block of kMaxTokens tokens at a time, both terms: the block's dX rows (512 KiB at
+  // N*C = 8192) are still in L2 when the projection term is added. Two passes over the whole
+  // dX (write, then read-add-write) cost a 64 MiB round trip to memory more (PERF.md 23).
   const int num_blocks = (n + cpu::kMaxTokens - 1) / cpu::kMaxTokens;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int t0 = blk * cpu::kMaxTokens, nt = std::min(cpu::kMaxTokens, n - t0);
+    for (int tok = t0; tok < t0 + nt; ++tok) {
+      const float* x = X + static_cast<size_t>(tok) * D;
+      const float* dyt = dy + static_cast<size_t>(tok) * C;
+      const float r = cache->rstd[tok];
+      float a = 0;
+      for (int i = 0; i < N; ++i) {
+        const size_t q = static_cast<size_t>(tok) * N + i;
+        const float h = cache->h[q];
+        cache->dz[q] = cpu::Dot(C, dyt, x + i * C) * h * (1.0f - h);
+        zc[q] = cache->dz[q] * P.alpha[0] * r;
+        a += zc[q] * cache->proj[q];
+      }
+      a *= r * r / D;  // rms backward: r^2 / D * sum dz (z - b), z - b = alpha r proj
+      for (int i = 0; i < N; ++i) {
+        const float h = cache->h[static_cast<size_t>(tok) * N + i];
+        float* __restrict dst = dX + static_cast<size_t>(tok) * D + i * C;
+        const float* __restrict xi = x + i * C;
+        for (int c = 0; c < C; ++c) dst[c] = h * dyt[c] - a * xi[c];
+      }
+    }
+    // dX += zc (nt, N) . W (N, D)
     cpu::AxpyRows(nt, N, D, zc.data() + static_cast<size_t>(t0) * N, N, P.weight, D,
                   dX + static_cast<size_t>(t0) * D, D, /*accumulate=*/true);
   }
