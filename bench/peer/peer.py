@@ -4,7 +4,7 @@ PyTorch").
     python peer.py --xhc bazel-bin/xhc --out DIR [--steps 4] [--big-steps 2] [--big-batch 1]
                    [--only vanilla mhc xhc] [--sizes 128 512]
 
-For each model (vanilla, mhc, xhc at configs/quickstart.yaml's size, and at d_model 512) and
+For each model (vanilla, mhc, xhc at bench/peer/small.yaml's size, and at d_model 512) and
 each row (single process; 2-rank pipelines 1F1B, ZB-V, DualPipeV) it runs ours, then PyTorch
 (torch_job.py), on the same config, init, batches and optimizer, checks that their first
 per-step losses agree, and prints one JSON object and a markdown table.
@@ -243,7 +243,7 @@ def main(argv):
     ap.add_argument("--xhc", required=True, help="the xhc binary")
     ap.add_argument("--out", required=True, help="work directory")
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch 2.x")
-    ap.add_argument("--config", default=os.path.join(ROOT, "configs", "quickstart.yaml"))
+    ap.add_argument("--config", default=os.path.join(ROOT, "bench", "peer", "small.yaml"))
     ap.add_argument("--steps", type=int, default=4, help="steps at the config's d_model")
     ap.add_argument("--big-steps", type=int, default=2, help="steps at the other sizes")
     ap.add_argument("--big-batch", type=int, default=1,
