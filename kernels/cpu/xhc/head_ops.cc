@@ -76,9 +76,9 @@ absl::Status HeadReduceBackwardInput(const HeadParams& P, int n, int N, int C, c
   }
   const int D = N * C;
   std::vector<float> zc(static_cast<size_t>(n) * N);
-  // A block of kMaxTokens tokens at a time, both terms: the block's dX rows (512 KiB at
-  // N*C = 8192) are still in L2 when the projection term is added. Two passes over the whole
-  // dX (write, then read-add-write) cost a 64 MiB round trip to memory more (PERF.md 23).
+  // A block of kMaxTokens tokens at a time, both terms, so the block's dX rows (512 KiB at
+  // N*C = 8192) are still in L2 when the projection term is added, instead of a second sweep
+  // over the whole dX (the gain was below model_bench's noise: PERF.md 23).
   const int num_blocks = (n + cpu::kMaxTokens - 1) / cpu::kMaxTokens;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {

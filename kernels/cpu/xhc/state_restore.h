@@ -20,7 +20,7 @@ void RestoreInput(const XhcCacheT<T>& cache, T* X) {
   const XhcDims& d = cache.dims;
   const size_t n = static_cast<size_t>(cache.B) * cache.T_len, k = d.k, C = d.C, D = d.D();
   // Over threads: serial, this was ~2.6 ms per sublayer at model_bench's shape (8 MiB of
-  // scattered rows), 1% of an xhc step in input + weight backward together (PERF.md 23).
+  // scattered rows), run by both the input and the weight pass: ~2% of an xhc step (PERF.md 23).
 #pragma omp parallel for schedule(static)
   for (size_t tok = 0; tok < n; ++tok) {
     for (size_t j = 0; j < k; ++j) {
