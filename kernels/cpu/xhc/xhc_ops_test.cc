@@ -3,7 +3,9 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -88,12 +90,95 @@ void ExpectMatches(const std::vector<float>& opt, const std::vector<double>& ref
   }
 }
 
+// The scalar alpha of a sigmoid / Sinkhorn map (z = alpha * r * (x . W) + b, spec 2.3; not
+// hc's tanh maps) has dL/dalpha = <dL/dW, W> / alpha: a sum over tokens and streams whose
+// terms can cancel to far below their size, so float rounding of the TERMS sets its error,
+// not its own value (with the tensor's own scale the flash grid failed 6 of 300 seeds,
+// always on an alpha). Returns that size, sum |dL/dW| |W| / |alpha|, after
+// checking the identity on the double reference (1e-9 of the size: the reference's alpha
+// and weight gradients must agree), or 0 when `name` is no such alpha.
+const std::vector<double>* Find(const ParamStore<double>& store, const std::string& name) {
+  for (const auto& [n, v] : store.tensors) if (n == name) return &v;
+  return nullptr;
+}
+
+double AlphaTermScale(const std::string& name, const ParamStore<double>& grads,
+                      const ParamStore<double>& params) {
+  static const std::pair<const char*, const char*> kPairs[] = {
+      {"pre.alpha", "pre.weight"}, {"res.alpha", "res.weight"}, {"post.alpha", "post.weight"}};
+  for (const auto& [alpha, weight] : kPairs) {
+    if (name != alpha) continue;
+    const std::vector<double>* g = Find(grads, weight);
+    const std::vector<double>* w = Find(params, weight);
+    const std::vector<double>* ga = Find(grads, alpha);
+    const std::vector<double>* a = Find(params, alpha);
+    if (!g || !w || !ga || !a || g->size() != w->size() || ga->size() != 1 || a->size() != 1) {
+      ADD_FAILURE() << name << ": no matching " << weight << " to scale it by";
+      return 0;
+    }
+    double dot = 0, size = 0;
+    for (size_t e = 0; e < g->size(); ++e) {
+      dot += (*g)[e] * (*w)[e];
+      size += std::fabs((*g)[e] * (*w)[e]);
+    }
+    const double scale = size / std::fabs((*a)[0]);
+    EXPECT_NEAR(dot / (*a)[0], (*ga)[0], 1e-9 * scale + 1e-15)
+        << name << ": reference alpha gradient != <dL/dW, W> / alpha";
+    return scale;
+  }
+  return 0;
+}
+
+// A gradient tensor of the optimized path against the reference's (ExpectMatches), alphas of
+// the sigmoid maps at the size of their terms (AlphaTermScale).
+void ExpectGradMatches(const std::vector<float>& opt, const std::string& name,
+                       const ParamStore<double>& ref_grads, const ParamStore<double>& ref_params,
+                       bool sigmoid_maps, const std::string& what) {
+  const std::vector<double>& ref = *Find(ref_grads, name);
+  const double terms = sigmoid_maps ? AlphaTermScale(name, ref_grads, ref_params) : 0;
+  if (terms == 0) return ExpectMatches(opt, ref, what);
+  // Against the terms' size: the largest error seen over 61 seeds of both grids was 1.9e-6
+  // of it, the ratio of the terms' size to the value up to 5.5e6.
+  constexpr double kTol = 2e-5;
+  ASSERT_EQ(opt.size(), 1u) << what;
+  EXPECT_LE(std::fabs(opt[0] - ref[0]), kTol * (terms + std::fabs(ref[0])) + 1e-7)
+      << what << ": opt " << opt[0] << " ref " << ref[0] << ", terms of size " << terms;
+}
+
 struct Case {
   XhcConfig cfg;
   int B, T, C;
 };
 
-void CompareCase(const Case& cs, uint64_t seed) {
+// Whether the two paths' active sets differ only where the reference's router scores of the
+// streams they disagree on are within float rounding of each other (a near-tie: which one
+// float picks is not an error). Any other difference is reported as a failure.
+bool OnlyNearTies(const std::vector<int>& ref_idx, const std::vector<int>& opt_idx,
+                  const std::vector<double>& ref_s, int N, int k) {
+  constexpr double kTie = 1e-5;  // scores in (0, 1); float error of a score ~1e-7
+  const size_t n = ref_idx.size() / k;
+  bool ties_only = true;
+  for (size_t t = 0; t < n; ++t) {
+    std::vector<int> only_ref, only_opt;
+    for (int j = 0; j < k; ++j) {
+      const int r = ref_idx[t * k + j], o = opt_idx[t * k + j];
+      if (std::find(opt_idx.begin() + t * k, opt_idx.begin() + (t + 1) * k, r) == opt_idx.begin() + (t + 1) * k) only_ref.push_back(r);
+      if (std::find(ref_idx.begin() + t * k, ref_idx.begin() + (t + 1) * k, o) == ref_idx.begin() + (t + 1) * k) only_opt.push_back(o);
+    }
+    for (int a : only_ref) {
+      for (int b : only_opt) ties_only &= std::fabs(ref_s[t * N + a] - ref_s[t * N + b]) <= kTie;
+    }
+  }
+  return ties_only;
+}
+
+// A draw whose active sets differ by a near-tie is redrawn (seed + attempt * 0x9E37...):
+// at most kDraws draws per case, each printed.
+constexpr int kDraws = 4;
+constexpr uint64_t kRedraw = 0x9E3779B97F4A7C15ull;
+
+// false: a near-tie in the routing, nothing compared (the caller redraws).
+bool TryCompareCase(const Case& cs, uint64_t seed) {
   const XhcDims d = ResolveDims(cs.cfg, cs.C).value();
   std::mt19937_64 rng(seed);
   ParamStore<double> pd;
@@ -112,12 +197,27 @@ void CompareCase(const Case& cs, uint64_t seed) {
   pd = pf.Cast<double>();
   auto ro = RunSublayer<RefImpl>(cs.cfg, cs.B, cs.T, cs.C, pd, X, a, b, G);
   auto oo = RunSublayer<OptImpl>(cs.cfg, cs.B, cs.T, cs.C, pf, Xf, af, bf, Gf);
-  ASSERT_EQ(std::vector<int>(ro.cache.idx), oo.cache.idx) << "active sets differ";
+  if (std::vector<int>(ro.cache.idx) != oo.cache.idx) {
+    if (OnlyNearTies(ro.cache.idx, oo.cache.idx, ro.cache.s, d.N, d.k)) return false;
+    ADD_FAILURE() << "active sets differ";
+    return true;
+  }
   ExpectMatches(oo.u, ro.u, "u");
   ExpectMatches(oo.x_new, ro.x_new, "X_new");
   ExpectMatches(oo.d_out, ro.d_out, "d_out");
   ExpectMatches(oo.dx, ro.dx, "dX");
-  for (auto& [name, v] : ro.grads.tensors) ExpectMatches(oo.grads.Get(name), v, "grad " + name);
+  for (auto& [name, v] : ro.grads.tensors) {
+    ExpectGradMatches(oo.grads.Get(name), name, ro.grads, pd, !d.hc, "grad " + name);
+  }
+  return true;
+}
+
+void CompareCase(const Case& cs, uint64_t seed) {
+  for (int draw = 0; draw < kDraws; ++draw) {
+    if (TryCompareCase(cs, seed + draw * kRedraw)) return;
+    std::printf("[near tie] routing of draw %d within float rounding: redrawn\n", draw);
+  }
+  ADD_FAILURE() << kDraws << " draws in a row with near-ties";
 }
 
 XhcConfig MakeCfg(int N, int k, int m, bool mlp, std::vector<int> kernels = {2, 5},
@@ -484,8 +584,8 @@ WindowOutputs<R> RunWindow(const std::vector<XhcConfig>& cfgs, int B, int T, int
   return o;
 }
 
-void CompareWindow(int w, int N, int k, int m, std::vector<int> kernels, int B, int T, int C,
-                   uint64_t seed) {
+bool TryCompareWindow(int w, int N, int k, int m, const std::vector<int>& kernels, int B, int T,
+                      int C, uint64_t seed) {
   const auto cfgs = FlashWindowConfigs(w, N, k, m, kernels);
   std::mt19937_64 rng(seed);
   std::vector<ParamStore<double>> pd(w);
@@ -513,16 +613,33 @@ void CompareWindow(int w, int N, int k, int m, std::vector<int> kernels, int B, 
   G.assign(Gf.begin(), Gf.end());
   auto ro = RunWindow<RefImpl>(cfgs, B, T, C, pd, X, a, b, G);
   auto oo = RunWindow<OptImpl>(cfgs, B, T, C, pf, Xf, af, bf, Gf);
-  ASSERT_EQ(std::vector<int>(ro.caches[0].window->idx), oo.caches[0].window->idx)
-      << "active sets differ";
+  if (std::vector<int>(ro.caches[0].window->idx) != oo.caches[0].window->idx) {
+    if (OnlyNearTies(ro.caches[0].window->idx, oo.caches[0].window->idx, ro.caches[0].window->s, N,
+                     k)) {
+      return false;
+    }
+    ADD_FAILURE() << "active sets differ";
+    return true;
+  }
   for (int q = 0; q < w; ++q) ExpectMatches(oo.u[q], ro.u[q], "u_" + std::to_string(q));
   ExpectMatches(oo.x_out, ro.x_out, "X after the window");
   ExpectMatches(oo.dx, ro.dx, "dX0");
   for (int q = 0; q < w; ++q) {
     for (auto& [name, v] : ro.grads[q].tensors) {
-      ExpectMatches(oo.grads[q].Get(name), v, "sublayer " + std::to_string(q) + " grad " + name);
+      ExpectGradMatches(oo.grads[q].Get(name), name, ro.grads[q], pd[q], true,
+                        "sublayer " + std::to_string(q) + " grad " + name);
     }
   }
+  return true;
+}
+
+void CompareWindow(int w, int N, int k, int m, std::vector<int> kernels, int B, int T, int C,
+                   uint64_t seed) {
+  for (int draw = 0; draw < kDraws; ++draw) {
+    if (TryCompareWindow(w, N, k, m, kernels, B, T, C, seed + draw * kRedraw)) return;
+    std::printf("[near tie] routing of draw %d within float rounding: redrawn\n", draw);
+  }
+  ADD_FAILURE() << kDraws << " draws in a row with near-ties";
 }
 
 TEST(XhcFlashOpsTest, MatchesReferenceOverGrid) {
