@@ -159,11 +159,15 @@ bool OnlyNearTies(const std::vector<int>& ref_idx, const std::vector<int>& opt_i
   const size_t n = ref_idx.size() / k;
   bool ties_only = true;
   for (size_t t = 0; t < n; ++t) {
+    const auto in = [&](const std::vector<int>& idx, int stream) {  // stream in token t's set
+      const auto first = idx.begin() + t * k, last = first + k;
+      return std::find(first, last, stream) != last;
+    };
     std::vector<int> only_ref, only_opt;
     for (int j = 0; j < k; ++j) {
       const int r = ref_idx[t * k + j], o = opt_idx[t * k + j];
-      if (std::find(opt_idx.begin() + t * k, opt_idx.begin() + (t + 1) * k, r) == opt_idx.begin() + (t + 1) * k) only_ref.push_back(r);
-      if (std::find(ref_idx.begin() + t * k, ref_idx.begin() + (t + 1) * k, o) == ref_idx.begin() + (t + 1) * k) only_opt.push_back(o);
+      if (!in(opt_idx, r)) only_ref.push_back(r);
+      if (!in(ref_idx, o)) only_opt.push_back(o);
     }
     for (int a : only_ref) {
       for (int b : only_opt) ties_only &= std::fabs(ref_s[t * N + a] - ref_s[t * N + b]) <= kTie;
