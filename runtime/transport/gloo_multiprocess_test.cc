@@ -100,6 +100,42 @@ TEST(GlooMultiprocessTest, KilledPeerFailsPendingWaitPromptly) {
   EXPECT_TRUE(WIFSIGNALED(wstatus));
 }
 
+// A send to a peer that has closed its end must fail naming the peer, not end this process.
+// gloo writes with writev, and a write to a connection the peer has reset raises SIGPIPE: it
+// ended cut_link_test's fenced-out worker (exit 141) when its link came back. On loopback gloo
+// usually learns of the close before it writes again, so the disposition Create leaves is
+// checked as well as the error; SIGPIPE's default action is restored first, so that check
+// fails if Create stops ignoring it.
+TEST(GlooMultiprocessTest, SendToAPeerThatLeftIsAnErrorNotASigpipe) {
+  ASSERT_NE(::signal(SIGPIPE, SIG_DFL), SIG_ERR);
+  const std::string dir = MakeTempDir();
+  FileKvStore store(dir);
+  pid_t child = SpawnPeer(dir, "leave/", "leave");
+  ASSERT_GT(child, 0);
+  absl::StatusOr<std::unique_ptr<GlooTransport>> transport = ConnectRankZero(&store, "leave/");
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  ASSERT_TRUE((*transport)->Barrier(absl::Seconds(20)).ok());
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "peer status " << wstatus;
+
+  // The first writes may still land in the kernel's buffers; a later one meets the reset.
+  std::vector<float> payload(1 << 18, 1.0f);
+  absl::Status status;
+  int sends = 0;
+  for (; sends < 64 && status.ok(); ++sends) {
+    absl::StatusOr<std::unique_ptr<Request>> send = (*transport)->Isend(
+        1, MakeTag(TagKind::kForwardActivation, 0, sends), payload.data(), payload.size());
+    status = send.ok() ? (*send)->Wait(absl::Seconds(10)) : send.status();
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status << " after " << sends
+                                                           << " sends";
+  EXPECT_TRUE(absl::StrContains(status.message(), "rank 1")) << status;
+  struct sigaction now = {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_IGN) << "Create must leave SIGPIPE ignored";
+}
+
 TEST(GlooMultiprocessTest, RendezvousWithoutPeerTimesOutNamingTheMissingKey) {
   const std::string dir = MakeTempDir();
   FileKvStore store(dir);

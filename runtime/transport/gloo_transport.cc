@@ -1,5 +1,7 @@
 #include "runtime/transport/gloo_transport.h"
 
+#include <signal.h>
+
 #include <exception>
 #include <utility>
 
@@ -118,6 +120,22 @@ absl::StatusOr<std::chrono::milliseconds> ToGlooTimeout(absl::Duration timeout,
       absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))));
 }
 
+namespace {
+
+// gloo's TCP pairs write with writev, and a write to a connection the peer has reset (a peer
+// that died, or was fenced out, while this rank still sends to it) raises SIGPIPE, whose
+// default action ends the process without a word. Ignored, the write fails with EPIPE and
+// gloo's exception reaches the caller as an error naming the peer. The disposition is the
+// whole process's: a handler someone else installed is left alone.
+void IgnoreSigpipeUnlessHandled() {
+  struct sigaction current = {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<GlooTransport>> GlooTransport::Create(
     const GlooTransportOptions& options, KvStore* store) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
@@ -128,6 +146,7 @@ absl::StatusOr<std::unique_ptr<GlooTransport>> GlooTransport::Create(
       absl::StrFormat("rendezvous of rank %d of %d on %s (store prefix '%s')", options.rank,
                       options.world_size, options.hostname, options.store_prefix);
   ASSIGN_OR_RETURN(std::chrono::milliseconds timeout, ToGlooTimeout(options.connect_timeout, what));
+  IgnoreSigpipeUnlessHandled();
   GlooKvStoreAdapter adapter(store, options.store_prefix, options.connect_timeout);
   try {
     gloo::transport::tcp::attr attr(options.hostname.c_str());

@@ -53,7 +53,9 @@ class GlooTransport : public Transport {
  public:
   // Rendezvous with the other world_size - 1 ranks through `store` (which need only outlive
   // this call) and connect the full mesh. Blocks until every rank has called Create or
-  // connect_timeout passes (kDeadlineExceeded naming the missing keys).
+  // connect_timeout passes (kDeadlineExceeded naming the missing keys). Sets SIGPIPE to
+  // ignored unless the process has a handler for it, so that a send to a peer that closed its
+  // end fails with an error naming that peer instead of ending this process.
   static absl::StatusOr<std::unique_ptr<GlooTransport>> Create(const GlooTransportOptions& options,
                                                                KvStore* store);
 

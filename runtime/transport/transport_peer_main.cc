@@ -2,6 +2,7 @@
 //   transport_peer <store_dir> <store_prefix> <rank> <world_size> <mode>
 // mode "exchange": the stamped exchange and all-reduce checks, then exit 0 (1 on failure).
 // mode "hang": rendezvous, one barrier, then sleep until killed (the test kills it with -9).
+// mode "leave": rendezvous, one barrier, then exit 0 at once, closing its connections.
 
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,7 @@ absl::Status RunPeer(const std::string& dir, const std::string& prefix, int rank
     absl::SleepFor(absl::Seconds(60));
     return absl::DeadlineExceededError("hang peer was not killed within 60 s");
   }
+  if (mode == "leave") return transport->Barrier(absl::Seconds(20));
   RETURN_IF_ERROR(RunStampedExchange(*transport, /*seed=*/11, /*num_microbatches=*/5, 1 << 18));
   RETURN_IF_ERROR(RunAllReduceChecks(*transport));
   // Leave only after the parent is done with us, so it never sees a closed connection.
