@@ -23,9 +23,14 @@ struct ParamStore {
     tensors.emplace_back(name, std::vector<R>());
     return tensors.back().second;
   }
-  const R* Ptr(const std::string& name) {
-    for (auto& [n, v] : tensors) if (n == name) return v.data();
+  // The tensor named `name`, or null.
+  const std::vector<R>* Find(const std::string& name) const {
+    for (const auto& [n, v] : tensors) if (n == name) return &v;
     return nullptr;
+  }
+  const R* Ptr(const std::string& name) const {
+    const std::vector<R>* v = Find(name);
+    return v ? v->data() : nullptr;
   }
   R* MutPtr(const std::string& name) {
     for (auto& [n, v] : tensors) if (n == name) return v.data();
