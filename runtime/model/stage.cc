@@ -29,8 +29,7 @@ int64_t StageModelT<T>::StateElements(int B) const {
 }
 
 template <typename T>
-absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx,
-                                             std::vector<T>* X) {
+absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx, T* X) {
   using K = Backend<T>;
   const LayerWeights<T>& lw = layers_[sub_idx / 2];
   const bool is_mlp = sub_idx % 2 == 1;
@@ -49,10 +48,9 @@ absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx
           "keep each window of model.residual.window sublayers in one stage)"));
     }
     if (pos > 0) s.cache.window = st->subs[sub_idx - pos].cache.window;
-    RETURN_IF_ERROR(K::Xhc::Pre(hw.config, hw.params, B, cfg_.seq_len, C, X->data(), u.data(),
-                                &s.cache));
+    RETURN_IF_ERROR(K::Xhc::Pre(hw.config, hw.params, B, cfg_.seq_len, C, X, u.data(), &s.cache));
   } else {
-    std::copy(X->begin(), X->end(), u.begin());  // N = 1: u is the state
+    std::copy(X, X + u.size(), u.begin());  // N = 1: u is the state
   }
   {
     PhaseScope timed(phases_, PhaseTimes::kSublayerFwd);
@@ -64,16 +62,16 @@ absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx
   }
   PhaseScope timed(phases_, PhaseTimes::kResidualFwd);
   if (hc) {
-    RETURN_IF_ERROR(K::Xhc::Post(hw.config, hw.params, out.data(), X->data(), &s.cache));
+    RETURN_IF_ERROR(K::Xhc::Post(hw.config, hw.params, out.data(), X, &s.cache));
     if (observer_) observer_(2 * spec_.first_layer + sub_idx, s.cache);
     return absl::OkStatus();
   }
-  for (size_t i = 0; i < out.size(); ++i) (*X)[i] += out[i];
+  for (size_t i = 0; i < out.size(); ++i) X[i] += out[i];
   return absl::OkStatus();
 }
 
 template <typename T>
-absl::StatusOr<double> StageModelT<T>::ForwardHead(MicrobatchState<T>* st, const std::vector<T>& X,
+absl::StatusOr<double> StageModelT<T>::ForwardHead(MicrobatchState<T>* st, const T* X,
                                                    std::vector<T>* logits) {
   using K = Backend<T>;
   PhaseScope timed(phases_, PhaseTimes::kHeadFwd);
@@ -81,10 +79,9 @@ absl::StatusOr<double> StageModelT<T>::ForwardHead(MicrobatchState<T>* st, const
   const int n = st->B * cfg_.seq_len;
   st->y.assign(static_cast<size_t>(n) * C, T(0));
   if (N > 1) {
-    RETURN_IF_ERROR(K::Xhc::HeadForward(head_.hc, n, N, C, X.data(), st->y.data(),
-                                        &st->head_cache));
+    RETURN_IF_ERROR(K::Xhc::HeadForward(head_.hc, n, N, C, X, st->y.data(), &st->head_cache));
   } else {
-    std::copy(X.begin(), X.end(), st->y.begin());
+    std::copy(X, X + st->y.size(), st->y.begin());
   }
   st->rstd_f.resize(n);
   st->z.resize(st->y.size());
@@ -106,8 +103,15 @@ absl::StatusOr<double> StageModelT<T>::RunForward(MicrobatchState<T>* st, int B,
   const int Tl = cfg_.seq_len, C = cfg_.d_model, N = cfg_.residual.n_streams, n = B * Tl;
   st->B = B;
   st->subs.resize(2 * layers_.size());
-  std::vector<T> X(static_cast<size_t>(StateElements(B)));
+  const size_t state_size = static_cast<size_t>(StateElements(B));
+  // The state X lives in x_out on a middle stage (the caller may pass x_in's buffer as x_out:
+  // then nothing is copied in), else in `own`.
+  const bool in_x_out = !spec_.has_embed && !spec_.has_head;
+  std::vector<T> own;
+  T* X = x_out;
   if (spec_.has_embed) {
+    own.resize(state_size);
+    X = own.data();
     PhaseScope timed(phases_, PhaseTimes::kEmbed);
     st->tokens.assign(tokens, tokens + n);
     std::vector<T> e(static_cast<size_t>(n) * C);
@@ -119,21 +123,32 @@ absl::StatusOr<double> StageModelT<T>::RunForward(MicrobatchState<T>* st, int B,
       std::memcpy(&e[static_cast<size_t>(i) * C], &embed_->value[static_cast<size_t>(tok) * C],
                   sizeof(T) * C);
     }
-    K::Xhc::ExpandForward(n, N, C, e.data(), X.data());
+    K::Xhc::ExpandForward(n, N, C, e.data(), X);
+  } else if (in_x_out) {
+    if (x_out != x_in) std::copy(x_in, x_in + state_size, x_out);
   } else {
-    std::copy(x_in, x_in + X.size(), X.begin());
+    own.assign(x_in, x_in + state_size);  // not sized first: that would zero-fill it too
+    X = own.data();
   }
   for (int s = 0; s < static_cast<int>(st->subs.size()); ++s) {
-    RETURN_IF_ERROR(ForwardSublayer(st, s, &X));
+    RETURN_IF_ERROR(ForwardSublayer(st, s, X));
   }
-  // The one saved copy of the state (stage_state.h), for a forward that a backward follows.
-  if (st->for_backward && cfg_.residual.type != ResidualType::kVanilla) st->X_out = X;
+  // The one saved copy of the state (stage_state.h), for a forward that a backward follows:
+  // `own` itself where X lived there, once its last reader here is done.
+  const bool keep = st->for_backward && cfg_.residual.type != ResidualType::kVanilla;
   if (!spec_.has_head) {
-    std::copy(X.begin(), X.end(), x_out);
+    if (in_x_out) {
+      if (keep) st->X_out.assign(X, X + state_size);
+    } else {
+      std::copy(X, X + state_size, x_out);
+      if (keep) st->X_out = std::move(own);
+    }
     return 0.0;
   }
   if (targets != nullptr) st->targets.assign(targets, targets + n);
-  return ForwardHead(st, X, logits);
+  ASSIGN_OR_RETURN(const double loss, ForwardHead(st, X, logits));
+  if (keep) st->X_out = std::move(own);
+  return loss;
 }
 
 template <typename T>

@@ -41,12 +41,14 @@ class StageModelT {
   ~StageModelT();
 
   // tokens (B, T) on the first stage, else x_in (B, T, N, C). Non-last stages write
-  // x_out (B, T, N, C); the last stage reads targets (B, T) and returns the mean loss.
+  // x_out (B, T, N, C); the last stage reads targets (B, T) and returns the mean loss. x_out
+  // may be x_in (a middle stage then runs in that buffer, with no copy in).
   absl::StatusOr<double> Forward(int mb, int B, const int32_t* tokens, const int32_t* targets,
                                  const T* x_in, T* x_out);
 
   // The last stage starts from d(loss_scale · loss); others from dx_out (B, T, N, C).
-  // Non-first stages write dx_in (B, T, N, C).
+  // Non-first stages write dx_in (B, T, N, C). dx_in may be dx_out (the gradient is then
+  // computed in that buffer, with no copy).
   absl::Status BackwardInput(int mb, double loss_scale, const T* dx_out, T* dx_in);
 
   absl::Status BackwardWeight(int mb);
@@ -73,13 +75,14 @@ class StageModelT {
   absl::StatusOr<double> RunForward(MicrobatchState<T>* st, int B, const int32_t* tokens,
                                     const int32_t* targets, const T* x_in, T* x_out,
                                     std::vector<T>* logits);
-  absl::Status ForwardSublayer(MicrobatchState<T>* st, int sub_idx, std::vector<T>* X);
-  // X: the state after sublayer sub_idx on entry, its residual input on exit.
-  absl::Status BackwardSublayer(MicrobatchState<T>* st, int sub_idx, std::vector<T>* dX,
-                                std::vector<T>* X);
-  absl::StatusOr<double> ForwardHead(MicrobatchState<T>* st, const std::vector<T>& X,
-                                     std::vector<T>* logits);
-  absl::Status BackwardHead(MicrobatchState<T>* st, double loss_scale, std::vector<T>* dX);
+  // X (n, N, C): the sublayer's input state on entry, its output state on exit.
+  absl::Status ForwardSublayer(MicrobatchState<T>* st, int sub_idx, T* X);
+  // X: the state after sublayer sub_idx on entry, its residual input on exit. dX (n, N, C):
+  // the gradient of the state after the sublayer on entry, of its input on exit.
+  absl::Status BackwardSublayer(MicrobatchState<T>* st, int sub_idx, T* dX, std::vector<T>* X);
+  absl::StatusOr<double> ForwardHead(MicrobatchState<T>* st, const T* X, std::vector<T>* logits);
+  // Writes all of dX (n, N, C).
+  absl::Status BackwardHead(MicrobatchState<T>* st, double loss_scale, T* dX);
 
   ModelConfig cfg_;
   StageSpec spec_;

@@ -25,8 +25,8 @@ void RestoreSublayerInput(const MicrobatchState<T>& st, int sub_idx, std::vector
 }
 
 template <typename T>
-absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_idx,
-                                              std::vector<T>* dX, std::vector<T>* X) {
+absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_idx, T* dX,
+                                              std::vector<T>* X) {
   using K = Backend<T>;
   const LayerWeights<T>& lw = layers_[sub_idx / 2];
   const bool is_mlp = sub_idx % 2 == 1;
@@ -37,9 +37,9 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
   std::vector<T> d_out(static_cast<size_t>(n) * C), du(d_out.size());
   if (hc) {
     PhaseScope timed(phases_, PhaseTimes::kResidualBwdIn);
-    RETURN_IF_ERROR(K::Xhc::BackwardOut(hw.config, hw.params, dX->data(), &s.cache, d_out.data()));
+    RETURN_IF_ERROR(K::Xhc::BackwardOut(hw.config, hw.params, dX, &s.cache, d_out.data()));
   } else {
-    std::copy(dX->begin(), dX->end(), d_out.begin());
+    std::copy(dX, dX + d_out.size(), d_out.begin());  // N = 1: dX is (n, C)
   }
   {
     PhaseScope timed(phases_, PhaseTimes::kSublayerBwdIn);
@@ -54,9 +54,9 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
     PhaseScope timed(phases_, PhaseTimes::kResidualBwdIn);
     RestoreSublayerInput(*st, sub_idx, X);
     RETURN_IF_ERROR(
-        K::Xhc::BackwardInput(hw.config, hw.params, X->data(), du.data(), dX->data(), &s.cache));
+        K::Xhc::BackwardInput(hw.config, hw.params, X->data(), du.data(), dX, &s.cache));
   } else {
-    for (size_t i = 0; i < du.size(); ++i) (*dX)[i] += du[i];
+    for (size_t i = 0; i < du.size(); ++i) dX[i] += du[i];
   }
   // Queued in backward order (last sublayer first): the weight pass rebuilds each sublayer's
   // input from X_out in the same order as the input pass did.
@@ -83,8 +83,7 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
 }
 
 template <typename T>
-absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_scale,
-                                          std::vector<T>* dX) {
+absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_scale, T* dX) {
   using K = Backend<T>;
   PhaseScope timed(phases_, PhaseTimes::kHeadBwd);
   const int C = cfg_.d_model, V = cfg_.vocab_size, N = cfg_.residual.n_streams;
@@ -98,12 +97,12 @@ absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_sc
   st->dy.assign(dz.size(), T(0));
   K::RmsnormBackwardInput(st->dy.data(), dz.data(), st->y.data(), head_.final_norm->value.data(),
                           st->rstd_f.data(), n, C);
-  dX->assign(static_cast<size_t>(StateElements(st->B)), T(0));
+  std::fill_n(dX, StateElements(st->B), T(0));
   if (N > 1) {
     RETURN_IF_ERROR(K::Xhc::HeadBackwardInput(head_.hc, n, N, C, st->X_out.data(),
-                                              st->dy.data(), &st->head_cache, dX->data()));
+                                              st->dy.data(), &st->head_cache, dX));
   } else {
-    std::copy(st->dy.begin(), st->dy.end(), dX->begin());
+    std::copy(st->dy.begin(), st->dy.end(), dX);
   }
   st->pending_w.push_back([this, st, n, C, V, N, dz = std::move(dz)]() -> absl::Status {
     PhaseScope timed(phases_, PhaseTimes::kHeadBwd);
@@ -127,21 +126,31 @@ absl::Status StageModelT<T>::BackwardInput(int mb, double loss_scale, const T* d
         absl::StrCat("backward of micro-batch ", mb, " without a pending forward"));
   }
   MicrobatchState<T>* st = it->second.get();
-  std::vector<T> dX;
-  if (spec_.has_head) {
-    RETURN_IF_ERROR(BackwardHead(st, loss_scale, &dX));
-  } else {
-    dX.assign(dx_out, dx_out + StateElements(st->B));
+  // dX, the gradient of the state, lives in dx_in where the stage has one (a middle stage's
+  // caller may pass dx_out's buffer as dx_in: then nothing is copied), else in `own`.
+  const size_t size = static_cast<size_t>(StateElements(st->B));
+  std::vector<T> own;
+  T* dX = dx_in;
+  if (spec_.has_embed) {
+    if (spec_.has_head) {
+      own.resize(size);
+    } else {
+      own.assign(dx_out, dx_out + size);  // not sized first: that would zero-fill it too
+    }
+    dX = own.data();
+  } else if (!spec_.has_head && dX != dx_out) {
+    std::copy(dx_out, dx_out + size, dX);
   }
+  if (spec_.has_head) RETURN_IF_ERROR(BackwardHead(st, loss_scale, dX));
   std::vector<T> X = st->X_out;  // rebuilt into each sublayer's input on the way down
   for (int s = static_cast<int>(st->subs.size()) - 1; s >= 0; --s) {
-    RETURN_IF_ERROR(BackwardSublayer(st, s, &dX, &X));
+    RETURN_IF_ERROR(BackwardSublayer(st, s, dX, &X));
   }
   const int C = cfg_.d_model, N = cfg_.residual.n_streams, n = st->B * cfg_.seq_len;
   if (spec_.has_embed) {
     PhaseScope timed(phases_, PhaseTimes::kEmbed);
     std::vector<T> de(static_cast<size_t>(n) * C, T(0));
-    K::Xhc::ExpandBackward(n, N, C, dX.data(), de.data());
+    K::Xhc::ExpandBackward(n, N, C, dX, de.data());
     st->pending_w.push_back([this, st, n, C, de = std::move(de)]() -> absl::Status {
       PhaseScope timed(phases_, PhaseTimes::kEmbed);
       // Token order is fixed, so the scatter-add is deterministic.
@@ -152,8 +161,6 @@ absl::Status StageModelT<T>::BackwardInput(int mb, double loss_scale, const T* d
       }
       return absl::OkStatus();
     });
-  } else {
-    std::copy(dX.begin(), dX.end(), dx_in);
   }
   st->backward_done = true;
   return absl::OkStatus();
@@ -179,9 +186,9 @@ absl::Status StageModelT<T>::BackwardWeight(int mb) {
 #define XHC_INSTANTIATE_STAGE_BACKWARD(T)                                                       \
   template absl::Status StageModelT<T>::BackwardInput(int, double, const T*, T*);              \
   template absl::Status StageModelT<T>::BackwardWeight(int);                                  \
-  template absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>*, int,             \
-                                                         std::vector<T>*, std::vector<T>*);    \
-  template absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>*, double, std::vector<T>*);
+  template absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>*, int, T*,         \
+                                                         std::vector<T>*);                     \
+  template absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>*, double, T*);
 
 XHC_INSTANTIATE_STAGE_BACKWARD(float)
 XHC_INSTANTIATE_STAGE_BACKWARD(double)

@@ -131,7 +131,7 @@ absl::Status StageExecutor::PostRecv(bool forward, int stage, int mb, int peer) 
   const uint64_t tag = forward ? MakeTag(TagKind::kForwardActivation, stage - 1, mb)
                                : MakeTag(TagKind::kBackwardGradient, stage, mb);
   PendingRecv recv;
-  recv.buffer.resize(
+  recv.buffer = buffers_.Take(
       static_cast<size_t>(models_.at(stage)->StateElements(config_.train.batch_size)) +
       kStampFloats);
   recv.expected = {peer, forward ? stage - 1 : stage, mb, step_, 0};
@@ -181,12 +181,18 @@ absl::Status StageExecutor::Forward(int stage, int mb, int64_t step) {
   const bool last = stage == plan_.schedule.num_stages - 1;
   std::vector<float> output;
   model::StageModel& m = *models_.at(stage);
-  // The payload plus room for its stamp (sent or handed over on this rank unchanged).
-  if (!last) output.resize(static_cast<size_t>(m.StateElements(batch.batch)) + kStampFloats);
+  // The payload plus room for its stamp (sent or handed over on this rank unchanged). A
+  // middle stage runs in its input's buffer and sends that on (as BackwardInput does).
+  const float* x_in = input.data();
+  if (!last) {
+    const size_t size = static_cast<size_t>(m.StateElements(batch.batch)) + kStampFloats;
+    output = input.size() == size ? std::move(input) : buffers_.Take(size);
+  }
   const absl::Time t0 = absl::Now();
   ASSIGN_OR_RETURN(double loss, m.Forward(mb, batch.batch, batch.inputs.data(),
-                                          batch.targets.data(), input.data(), output.data()));
+                                          batch.targets.data(), x_in, output.data()));
   AddSpan(Name("F", stage, mb), 0, t0, absl::Now());
+  buffers_.Give(std::move(input));
   if (last) {
     outcome_->losses[plan_.GlobalMicrobatch(replica_, mb)] = loss;
   } else if (const int next = plan_.schedule.RankOf(stage + 1, mb); next == pipeline_rank_) {
@@ -206,12 +212,20 @@ absl::Status StageExecutor::BackwardInput(int stage, int mb) {
     ASSIGN_OR_RETURN(grad, TakeInput(&recv_bwd_, &local_bwd_, {stage, mb}, "recv B"));
   }
   model::StageModel& m = *models_.at(stage);
-  if (stage > 0) {
-    dx_in.resize(static_cast<size_t>(m.StateElements(config_.train.batch_size)) + kStampFloats);
+  // A middle stage computes its input gradient in the buffer of the gradient it received
+  // (the same size: a micro-batch's state and its stamp; a moved vector keeps its storage, so
+  // dx_out stays valid); the last stage takes a buffer for it.
+  const float* dx_out = grad.data();
+  if (stage > 0 && !last) {
+    dx_in = std::move(grad);
+  } else if (stage > 0) {
+    dx_in = buffers_.Take(static_cast<size_t>(m.StateElements(config_.train.batch_size)) +
+                          kStampFloats);
   }
   const absl::Time t0 = absl::Now();
-  RETURN_IF_ERROR(m.BackwardInput(mb, 1.0 / config_.train.microbatches, grad.data(), dx_in.data()));
+  RETURN_IF_ERROR(m.BackwardInput(mb, 1.0 / config_.train.microbatches, dx_out, dx_in.data()));
   AddSpan(Name("I", stage, mb), 0, t0, absl::Now());
+  buffers_.Give(std::move(grad));
   if (stage == 0) return absl::OkStatus();
   if (const int prev = plan_.schedule.RankOf(stage - 1, mb); prev == pipeline_rank_) {
     local_bwd_[{stage - 1, mb}] = std::move(dx_in);

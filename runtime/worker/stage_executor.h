@@ -32,6 +32,7 @@
 #include "runtime/model/stage.h"
 #include "runtime/plan/plan.h"
 #include "runtime/transport/transport.h"
+#include "runtime/worker/buffer_pool.h"
 #include "runtime/worker/payload_stamp.h"
 #include "runtime/worker/replica_reducer.h"
 
@@ -120,6 +121,7 @@ class StageExecutor {
   std::map<Key, std::vector<float>> local_fwd_, local_bwd_;  // handed over on this rank
   std::map<Key, int> sent_fwd_, sent_bwd_;  // sent (to that rank), its SEND action still ahead
   std::vector<std::pair<std::unique_ptr<Request>, std::vector<float>>> sends_;
+  BufferPool buffers_;  // the above's payloads, recycled once consumed or sent
   std::map<int, TokenBatch> batches_;
   // Data parallelism: this rank's replica and pipeline rank; the reducer (null when D = 1);
   // for each index of the action list, the held stages whose gradient is complete after it.

@@ -105,6 +105,7 @@ absl::Status StageExecutor::FinishSends() {
   const absl::Time t0 = absl::Now();
   for (auto& [request, buffer] : sends_) RETURN_IF_ERROR(request->Wait(timeout_));
   if (!sends_.empty()) AddSpan("drain sends", 1, t0, absl::Now());
+  for (auto& [request, buffer] : sends_) buffers_.Give(std::move(buffer));
   sends_.clear();
   return absl::OkStatus();
 }
