@@ -18,7 +18,10 @@ struct ChildResult {
 };
 
 // Runs argv[0] with argv in its own process group (so a timeout also ends the workers it
-// started), stdout and stderr appended to log_path, `env` added to the environment.
+// started), stdout and stderr appended to log_path, `env` added to the environment. A
+// SIGINT, SIGTERM or SIGHUP that reaches this process meanwhile is passed on to the child's
+// group, and once the child has ended this process takes it as it would have otherwise
+// (by default: it ends, after its child).
 ChildResult RunChild(const std::vector<std::string>& argv,
                      const std::vector<std::pair<std::string, std::string>>& env,
                      const std::string& log_path, double timeout_s);
