@@ -6,39 +6,10 @@
 
 #include "gtest/gtest.h"
 #include "runtime/model/stage.h"
+#include "runtime/model/tiny_model_test_util.h"
 
 namespace xhc::model {
 namespace {
-
-// One residual variant of the tiny model.
-struct Variant {
-  const char* name;
-  ResidualType type;
-  int n_streams;
-  std::vector<int> conv_kernels;
-  int window = 2;
-};
-
-ModelConfig Tiny(const Variant& v) {
-  ModelConfig c;
-  c.vocab_size = 11;
-  c.d_model = 8;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.d_ff = 12;
-  c.seq_len = 5;
-  c.residual.type = v.type;
-  c.residual.n_streams = v.n_streams;
-  c.residual.n_active = 3;
-  c.residual.n_fixed = 1;
-  c.residual.conv_kernels = v.conv_kernels;
-  c.residual.sinkhorn_iters = 4;
-  c.residual.window = v.window;
-  absl::Status s = ValidateModel(c);
-  EXPECT_TRUE(s.ok()) << s;
-  return c;
-}
 
 struct Batch {
   int B = 2;

@@ -1,8 +1,8 @@
 // A model cut into three stages (embedding + layer 0 | layer 1 | layer 2 + head), the state
 // handed from stage to stage by the caller, against the same model as one stage: the loss
-// and every gradient bit for bit, with the middle stage's input gradient written to its own
-// buffer and into the buffer of the gradient it came from (BackwardInput allows
-// dx_in == dx_out, as the worker passes it).
+// and every gradient bit for bit, with the middle stage given separate buffers and running
+// in the buffer it received (Forward allows x_out == x_in and BackwardInput dx_in == dx_out,
+// as the worker passes them).
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -13,38 +13,10 @@
 
 #include "gtest/gtest.h"
 #include "runtime/model/stage.h"
+#include "runtime/model/tiny_model_test_util.h"
 
 namespace xhc::model {
 namespace {
-
-struct Variant {
-  const char* name;
-  ResidualType type;
-  int n_streams;
-  int window = 2;
-};
-
-ModelConfig Cfg(const Variant& v) {
-  ModelConfig c;
-  c.vocab_size = 13;
-  c.d_model = 8;
-  c.n_layers = 3;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.d_ff = 12;
-  c.seq_len = 6;
-  c.residual.type = v.type;
-  c.residual.n_streams = v.n_streams;
-  c.residual.n_active = 3;
-  c.residual.n_fixed = 1;
-  c.residual.conv_kernels = v.type == ResidualType::kVanilla ? std::vector<int>{}
-                                                             : std::vector<int>{2, 3};
-  c.residual.sinkhorn_iters = 4;
-  c.residual.window = v.window;
-  absl::Status s = ValidateModel(c);
-  EXPECT_TRUE(s.ok()) << s;
-  return c;
-}
 
 // Init from the seed, then a perturbation drawn from each tensor's name (so the full model
 // and the stages, which hold different subsets, get the same values).
@@ -68,7 +40,7 @@ class StageSplit : public ::testing::TestWithParam<std::tuple<Variant, bool>> {}
 
 TEST_P(StageSplit, ThreeStagesMatchOneStageBitForBit) {
   const auto [variant, in_place] = GetParam();
-  const ModelConfig cfg = Cfg(variant);
+  const ModelConfig cfg = Tiny(variant, /*n_layers=*/3);
   const int B = 2, n = B * cfg.seq_len;
   std::mt19937 rng(3);
   std::vector<int32_t> tokens(n), targets(n);
@@ -94,7 +66,9 @@ TEST_P(StageSplit, ThreeStagesMatchOneStageBitForBit) {
   const size_t size = static_cast<size_t>(stages[0]->StateElements(B));
   std::vector<float> x1(size), x2(size), g2(size), g1(size);
   ASSERT_TRUE(stages[0]->Forward(0, B, tokens.data(), nullptr, nullptr, x1.data()).ok());
-  ASSERT_TRUE(stages[1]->Forward(0, B, nullptr, nullptr, x1.data(), x2.data()).ok());
+  if (in_place) x2 = x1;  // the middle stage runs in the buffer it got, as the worker runs it
+  const float* x_mid = in_place ? x2.data() : x1.data();
+  ASSERT_TRUE(stages[1]->Forward(0, B, nullptr, nullptr, x_mid, x2.data()).ok());
   const double loss = *stages[2]->Forward(0, B, nullptr, targets.data(), x2.data(), nullptr);
   EXPECT_EQ(loss, full_loss);
   ASSERT_TRUE(stages[2]->BackwardInput(0, 1.0, nullptr, g2.data()).ok());
@@ -118,10 +92,11 @@ TEST_P(StageSplit, ThreeStagesMatchOneStageBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Residuals, StageSplit,
-    ::testing::Combine(::testing::Values(Variant{"vanilla", ResidualType::kVanilla, 1},
-                                         Variant{"xhc", ResidualType::kXhc, 6},
-                                         Variant{"xhc_flash2", ResidualType::kXhcFlash, 6, 2}),
-                       ::testing::Bool()),
+    ::testing::Combine(
+        ::testing::Values(Variant{"vanilla", ResidualType::kVanilla, 1, {}},
+                          Variant{"xhc", ResidualType::kXhc, 6, {2, 3}},
+                          Variant{"xhc_flash2", ResidualType::kXhcFlash, 6, {2, 3}, 2}),
+        ::testing::Bool()),
     [](const auto& info) {
       return std::string(std::get<0>(info.param).name) +
              (std::get<1>(info.param) ? "_in_place" : "_own_buffer");
