@@ -3,7 +3,9 @@
 //   efficiency = tokens/s at R ranks / (R * tokens/s of one rank holding all stages),
 // every process with the same OpenMP threads (1: R ranks x 1 thread <= the 2 cores here),
 // next to the target 0.9 * (1 - simulated bubble), the bubble from the dependency simulator
-// fed this run's measured stage costs (runtime/study/bubbles.h). Prints one JSON object.
+// fed this run's measured stage costs (runtime/study/bubbles.h). The one-rank reference is
+// run again right before each schedule (each schedule's row has its own; the top-level
+// figure is their mean). Prints one JSON object.
 //
 //   bazel run //runtime/bench:pipeline_bench -- [--residual xhc] [--steps 14] [--warmup 4]
 //                                               [--out /tmp/xhc-pipeline-bench]
@@ -63,10 +65,12 @@ struct Measured {
   study::ModelBubbles model;
 };
 
+// `tag` names the run's directory (schedule_workers by default).
 Measured RunOne(const Options& o, const std::string& xhc, const std::string& schedule,
-                int workers) {
+                int workers, const std::string& tag = "") {
   Measured m;
-  const std::string dir = absl::StrCat(o.out, "/", schedule, "_", workers);
+  const std::string dir =
+      absl::StrCat(o.out, "/", tag.empty() ? absl::StrCat(schedule, "_", workers) : tag);
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string cfg = dir + "/config.yaml";
@@ -118,13 +122,18 @@ std::string List(const std::vector<double>& v) {
 }
 
 int Main(const Options& o, const std::string& xhc) {
-  const Measured base = RunOne(o, xhc, "1f1b", 1);
-  if (!base.ok) {
-    std::fprintf(stderr, "pipeline_bench: the one-rank run failed: %s\n", base.error.c_str());
-    return 1;
-  }
   std::vector<std::string> rows;
+  std::vector<double> one_rank;
   for (const char* schedule : {"1f1b", "zb1p", "dualpipe", "dualpipev"}) {
+    // The one-rank reference runs right before each schedule's R = 2 run, not once for all:
+    // this machine's speed drifts by 5-10% over the minutes a whole bench takes, and a
+    // reference measured minutes earlier moved the ratios by as much as the schedules differ.
+    const Measured base = RunOne(o, xhc, "1f1b", 1, absl::StrCat("one_rank_before_", schedule));
+    if (!base.ok) {
+      std::fprintf(stderr, "pipeline_bench: the one-rank run failed: %s\n", base.error.c_str());
+      return 1;
+    }
+    one_rank.push_back(base.metrics.tokens_per_s);
     const Measured m = RunOne(o, xhc, schedule, 2);
     if (!m.ok) {
       rows.push_back(absl::StrFormat("\"%s\": {\"error\": \"%s\"}", schedule,
@@ -135,16 +144,17 @@ int Main(const Options& o, const std::string& xhc) {
     const double bubble = Mean(m.model.simulated);
     const double target = 0.9 * (1 - bubble);
     rows.push_back(absl::StrFormat(
-        "\"%s\": {\"tokens_per_s\": %.1f, \"efficiency\": %.3f, \"simulated_bubble\": %.3f, "
-        "\"efficiency_target\": %.3f, \"meets_target\": %s, \"exposed_comm\": %s}",
-        schedule, m.metrics.tokens_per_s, efficiency, bubble, target,
+        "\"%s\": {\"tokens_per_s\": %.1f, \"one_rank_tokens_per_s\": %.1f, \"efficiency\": %.3f, "
+        "\"simulated_bubble\": %.3f, \"efficiency_target\": %.3f, \"meets_target\": %s, "
+        "\"exposed_comm\": %s}",
+        schedule, m.metrics.tokens_per_s, base.metrics.tokens_per_s, efficiency, bubble, target,
         efficiency >= target ? "true" : "false", List(m.metrics.exposed_comm)));
   }
   std::printf("{\"residual\": \"%s\", \"ranks\": 2, \"threads_per_rank\": 1, \"cores\": %ld, "
               "\"steps\": %d, \"warmup_steps\": %d, \"one_rank_tokens_per_s\": %.1f, "
               "\"schedules\": {%s}}\n",
               o.residual.c_str(), sysconf(_SC_NPROCESSORS_ONLN), o.steps, o.warmup,
-              base.metrics.tokens_per_s, absl::StrJoin(rows, ", ").c_str());
+              Mean(one_rank), absl::StrJoin(rows, ", ").c_str());
   return 0;
 }
 
