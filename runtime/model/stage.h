@@ -81,7 +81,8 @@ class StageModelT {
   // the gradient of the state after the sublayer on entry, of its input on exit.
   absl::Status BackwardSublayer(MicrobatchState<T>* st, int sub_idx, T* dX, std::vector<T>* X);
   absl::StatusOr<double> ForwardHead(MicrobatchState<T>* st, const T* X, std::vector<T>* logits);
-  // Writes all of dX (n, N, C).
+  // Adds the head's gradient into dX (n, N, C), which must be zero on entry (the reference
+  // head kernel accumulates into it).
   absl::Status BackwardHead(MicrobatchState<T>* st, double loss_scale, T* dX);
 
   ModelConfig cfg_;

@@ -97,7 +97,6 @@ absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_sc
   st->dy.assign(dz.size(), T(0));
   K::RmsnormBackwardInput(st->dy.data(), dz.data(), st->y.data(), head_.final_norm->value.data(),
                           st->rstd_f.data(), n, C);
-  std::fill_n(dX, StateElements(st->B), T(0));
   if (N > 1) {
     RETURN_IF_ERROR(K::Xhc::HeadBackwardInput(head_.hc, n, N, C, st->X_out.data(),
                                               st->dy.data(), &st->head_cache, dX));
@@ -133,12 +132,14 @@ absl::Status StageModelT<T>::BackwardInput(int mb, double loss_scale, const T* d
   T* dX = dx_in;
   if (spec_.has_embed) {
     if (spec_.has_head) {
-      own.resize(size);
+      own.resize(size);  // zero, as BackwardHead needs it
     } else {
       own.assign(dx_out, dx_out + size);  // not sized first: that would zero-fill it too
     }
     dX = own.data();
-  } else if (!spec_.has_head && dX != dx_out) {
+  } else if (spec_.has_head) {
+    std::fill_n(dX, size, T(0));
+  } else if (dX != dx_out) {
     std::copy(dx_out, dx_out + size, dX);
   }
   if (spec_.has_head) RETURN_IF_ERROR(BackwardHead(st, loss_scale, dX));
