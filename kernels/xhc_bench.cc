@@ -1,5 +1,8 @@
 // Benchmark of one attention-side and one MLP-side xHC sublayer's residual work (F = copy):
-// n = 4096 tokens (B = 4, T = 1024), C = 1024, N = 16, k = 4, m = 2, kernels {4, 8, 12}.
+// n = 4096 tokens (B = 4, T = 1024), C = 1024, N = 16, k = 4, m = 2, kernels {4, 8, 12}, or
+// with `--shape model` model_bench's sublayer (n = 1024 tokens, C = 512). The step runs as a
+// stage does: the forward in place on one state, each sublayer's input rebuilt for its
+// backward (phase `restore`); the fused times are the residual work alone (F's copy apart).
 // Prints one JSON object (--json) with the fused and reference times, the bytes and flops of
 // the fused forward+backward, memcpy bandwidth, OpenBLAS sgemm rate and the roofline fraction.
 // Also: blas_coretype (the bench re-execs with OPENBLAS_CORETYPE, see main), the machine
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "kernels/cpu/xhc/skinny_gemm_isa.h"
+#include "kernels/cpu/xhc/state_restore.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/xhc_bench_variants.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
@@ -33,8 +37,11 @@
 namespace xhc::kernels {
 namespace {
 
-constexpr int kB = 4, kT = 1024, kC = 1024, kN = 16, kK = 4, kM = 2;
-constexpr size_t kTok = static_cast<size_t>(kB) * kT;
+constexpr int kN = 16, kK = 4, kM = 2;
+// The shape: 4 x 1024 tokens at C = 1024 (the committed bench shape), or with `--shape model`
+// model_bench's default sublayer, 4 x 256 tokens at d_model 512 (set once in main).
+int g_B = 4, g_T = 1024, g_C = 1024;
+size_t Tokens() { return static_cast<size_t>(g_B) * g_T; }
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -56,7 +63,7 @@ struct Sublayer {
   }
   Sublayer(bool mlp, std::mt19937& rng) {
     cfg.n_streams = kN, cfg.n_active = kK, cfg.n_fixed = kM, cfg.is_mlp = mlp;
-    d = ResolveDims(cfg, kC).value();
+    d = ResolveDims(cfg, g_C).value();
     store.reserve(64);
     const size_t D = d.D(), Da = d.Da();
     P.router_weight = Add(kN * D, 0.02f, 0, rng), P.router_bias = Add(kN, 0.1f, 0, rng);
@@ -66,7 +73,7 @@ struct Sublayer {
     P.res_alpha = Add(1, 0, 0.01f, rng);
     P.post_weight = Add(d.k * d.K * Da, 0.02f, 0, rng), P.post_bias = Add(d.k * d.K, 0.1f, 0, rng);
     P.post_alpha = Add(1, 0, 0.01f, rng);
-    for (int j = 0; j < d.r; ++j) P.conv_weight.push_back(Add(d.kernels[j] * kC, 0.1f, 0, rng));
+    for (int j = 0; j < d.r; ++j) P.conv_weight.push_back(Add(d.kernels[j] * g_C, 0.1f, 0, rng));
     G.router_weight = Add(kN * D, 0, 0, rng), G.router_bias = Add(kN, 0, 0, rng);
     G.pre_weight = Add(kN * D, 0, 0, rng), G.pre_bias = Add(kN, 0, 0, rng);
     G.pre_alpha = Add(1, 0, 0, rng);
@@ -74,12 +81,12 @@ struct Sublayer {
     G.res_alpha = Add(1, 0, 0, rng);
     G.post_weight = Add(d.k * d.K * Da, 0, 0, rng), G.post_bias = Add(d.k * d.K, 0, 0, rng);
     G.post_alpha = Add(1, 0, 0, rng);
-    for (int j = 0; j < d.r; ++j) G.conv_weight.push_back(Add(d.kernels[j] * kC, 0, 0, rng));
+    for (int j = 0; j < d.r; ++j) G.conv_weight.push_back(Add(d.kernels[j] * g_C, 0, 0, rng));
   }
 
   // Bytes the fused path moves for fwd+bwd, pass by pass (reads + writes, float32).
   double Bytes() const {
-    const double NC = d.D(), C = kC, kC_ = d.Da(), K = d.K, r = d.r;
+    const double NC = d.D(), C = g_C, kC_ = d.Da(), K = d.K, r = d.r;
     // XhcPre reads each 16-token block of X once (projections, stats, read, gather run on
     // the cached block; the map projections read the just-gathered xa from cache); writes u, xa.
     const double fwd = NC + C + kC_
@@ -89,15 +96,16 @@ struct Sublayer {
     // and projection products are added while the block is cached).
     const double bwd_in = 3 * NC + C + kC_;
     const double wgt = NC + kC_ + r * C + C;    // sgemms read X_in, xa; conv reads dg, out
-    return (fwd + bwd_out + bwd_in + wgt) * 4.0 * kTok;
+    const double restore = 2 * kC_;  // RestoreInput: xa read, the k old rows written back
+    return (fwd + bwd_out + bwd_in + wgt + restore) * 4.0 * Tokens();
   }
   // Flops: the three projection sgemms of each kind plus the O(N C) vector work.
   double Flops() const {
     const double D = d.D(), Da = d.Da(), R = 2.0 * kN, Q = d.Q();
     const double gemm = 3 * (2 * D * R + 2 * Da * Q);
-    const double vec = 2 * D /*dense read*/ + 2 * D /*dhpre*/ + 4 * d.k * (d.k + d.K) * kC +
+    const double vec = 2 * D /*dense read*/ + 2 * D /*dhpre*/ + 4 * d.k * (d.k + d.K) * g_C +
                        2 * D /*stats*/ + 6 * D /*bwd write*/;
-    return (gemm + vec) * kTok;
+    return (gemm + vec) * Tokens();
   }
 };
 
@@ -105,8 +113,11 @@ struct Sublayer {
 // Also the process CPU time of each phase: on a shared machine wall times swing by 3-4x
 // with other people's load, CPU time (run with OMP_WAIT_POLICY=passive so idle threads do
 // not spin) much less; it is the number to compare between versions of the kernels.
+// `copy` is F (out = u, the stand-in sublayer), not residual work: it is timed apart and left
+// out of the fused times.
 struct Phases {
-  double copy = 0, pre = 0, post = 0, bwd_out = 0, bwd_in = 0, bwd_w = 0;
+  double copy = 0, pre = 0, post = 0, restore = 0, bwd_out = 0, bwd_in = 0, bwd_w = 0;
+  double Residual() const { return pre + post + restore + bwd_out + bwd_in + bwd_w; }
 };
 Phases* g_phases = nullptr;  // set while timing the fused path
 Phases* g_cpu = nullptr;
@@ -126,12 +137,12 @@ void StartMark() { g_mark = Now(), g_cpu_mark = CpuNow(); }
 
 void RunForward(Sublayer& s, float* X, std::vector<float>& u, std::vector<float>& out, bool ref) {
   if (ref) {
-    (void)ref::XhcPre(s.cfg, s.P, kB, kT, kC, X, u.data(), &s.cache);
+    (void)ref::XhcPre(s.cfg, s.P, g_B, g_T, g_C, X, u.data(), &s.cache);
     std::memcpy(out.data(), u.data(), sizeof(float) * u.size());
     (void)ref::XhcPost(s.cfg, s.P, out.data(), X, &s.cache);
   } else {
     StartMark();
-    (void)XhcPre(s.cfg, s.P, kB, kT, kC, X, u.data(), &s.cache);
+    (void)XhcPre(s.cfg, s.P, g_B, g_T, g_C, X, u.data(), &s.cache);
     Mark(&Phases::pre);
     std::memcpy(out.data(), u.data(), sizeof(float) * u.size());
     Mark(&Phases::copy);
@@ -157,25 +168,35 @@ void RunBackward(Sublayer& s, const float* X_in, float* dX, std::vector<float>& 
 }
 
 struct Buffers {
-  std::vector<float> X, X_attn_in, X_mlp_in, dX, u, out, d_out;
+  std::vector<float> X, dX, u, out, d_out;
 };
 
-// Attention then MLP sublayer, forward (and backward): seconds.
+// Attention then MLP sublayer, forward (and backward), as a stage of the model runs them: the
+// forward updates one state in place, and the backward rebuilds each sublayer's input from
+// the state after it (RestoreInput, state_restore.h; the runtime keeps one state per
+// micro-batch, not one per sublayer). Returns the seconds of residual work: the whole step
+// less F (the stand-in sublayer's copy).
 double Step(Sublayer& attn, Sublayer& mlp, Buffers& b, bool backward, bool ref) {
+  Phases local;
+  Phases* saved = g_phases;
+  if (!g_phases) g_phases = &local;  // F's time is needed even when phases are not kept
+  const double f_before = g_phases->copy;
   const double t0 = Now();
-  StartMark();
-  std::memcpy(b.X_attn_in.data(), b.X.data(), sizeof(float) * b.X.size());
-  Mark(&Phases::copy);
   RunForward(attn, b.X.data(), b.u, b.out, ref);
-  StartMark();
-  std::memcpy(b.X_mlp_in.data(), b.X.data(), sizeof(float) * b.X.size());
-  Mark(&Phases::copy);
   RunForward(mlp, b.X.data(), b.u, b.out, ref);
   if (backward) {
-    RunBackward(mlp, b.X_mlp_in.data(), b.dX.data(), b.d_out, ref);
-    RunBackward(attn, b.X_attn_in.data(), b.dX.data(), b.d_out, ref);
+    StartMark();
+    RestoreInput(mlp.cache, b.X.data());  // the MLP sublayer's input
+    Mark(&Phases::restore);
+    RunBackward(mlp, b.X.data(), b.dX.data(), b.d_out, ref);
+    StartMark();
+    RestoreInput(attn.cache, b.X.data());  // the attention sublayer's input
+    Mark(&Phases::restore);
+    RunBackward(attn, b.X.data(), b.dX.data(), b.d_out, ref);
   }
-  return Now() - t0;
+  const double seconds = Now() - t0 - (g_phases->copy - f_before);
+  g_phases = saved;
+  return seconds;
 }
 
 // /proc/cpuinfo's first "model name" (Linux x86), else "unknown": names the machine a JSON
@@ -237,10 +258,10 @@ int Main(bool json, bool run_reference) {
   Sublayer attn(false, rng), mlp(true, rng);
   Buffers b;
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  b.X.resize(kTok * kN * kC);
+  b.X.resize(Tokens() * kN * g_C);
   for (auto& v : b.X) v = nd(rng);
-  b.X_attn_in = b.X_mlp_in = b.dX = b.X;
-  b.u.resize(kTok * kC), b.out = b.d_out = b.u;
+  b.dX = b.X;
+  b.u.resize(Tokens() * g_C), b.out = b.d_out = b.u;
   const std::vector<float> X0 = b.X;
   auto reset = [&] { b.X = X0; b.dX = X0; };
   reset();
@@ -255,9 +276,7 @@ int Main(bool json, bool run_reference) {
     const double t = Step(attn, mlp, b, true, false);
     g_phases = g_cpu = nullptr;
     if (t < fwdbwd) fwdbwd = t, best = ph;
-    if (it == 0 || cpu.pre + cpu.post + cpu.bwd_out + cpu.bwd_in + cpu.bwd_w <
-                       best_cpu.pre + best_cpu.post + best_cpu.bwd_out + best_cpu.bwd_in +
-                           best_cpu.bwd_w) {
+    if (it == 0 || cpu.Residual() < best_cpu.Residual()) {
       best_cpu = cpu;
     }
   }
@@ -272,27 +291,27 @@ int Main(bool json, bool run_reference) {
                      "\"memcpy_gbps\": %.2f, \"sgemm_gflops\": %.1f, \"bound_ms\": %.2f, "
                      "\"roofline_fraction\": %.3f, \"blas_coretype\": \"%s\", "
                      "\"cpu_model\": \"%s\", \"cpu_isas\": \"%s\", \"skinny_isa\": \"%s\", "
-                     "\"phase_ms\": {\"copy_x_in\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
-                     "\"bwd_out\": %.1f, \"bwd_input\": %.1f, \"bwd_weights\": %.1f}, "
-                     "\"phase_cpu_ms\": {\"copy_x_in\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
-                     "\"bwd_out\": %.1f, \"bwd_input\": %.1f, \"bwd_weights\": %.1f, "
+                     "\"phase_ms\": {\"f_copy\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
+                     "\"restore\": %.1f, \"bwd_out\": %.1f, \"bwd_input\": %.1f, \"bwd_weights\": %.1f}, "
+                     "\"phase_cpu_ms\": {\"f_copy\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
+                     "\"restore\": %.1f, \"bwd_out\": %.1f, \"bwd_input\": %.1f, \"bwd_weights\": %.1f, "
                      "\"kernels_total\": %.1f}}\n"
                    : "tokens %zu C %d N %d k %d m %d threads %d\nfused fwd %.2f ms, fwd+bwd "
                      "%.2f ms, reference fwd+bwd %.1f ms\nbytes %.0f flops %.0f memcpy %.2f "
                      "GB/s sgemm %.1f GFLOP/s bound %.2f ms roofline fraction %.3f\n"
-                     "blas coretype %s\ncpu %s, skinny GEMM paths %s, ran %s\nphases (ms, both sublayers, best fwd+bwd run): copy "
-                     "X_in %.1f pre %.1f post %.1f bwd_out %.1f bwd_input %.1f bwd_weights %.1f\n"
-                     "cpu time (ms, best run): copy X_in %.1f pre %.1f post %.1f bwd_out %.1f "
-                     "bwd_input %.1f bwd_weights %.1f kernels total %.1f\n",
-              kTok, kC, kN, kK, kM, omp_get_max_threads(), fwd * 1e3, fwdbwd * 1e3,
+                     "blas coretype %s\ncpu %s, skinny GEMM paths %s, ran %s\nphases (ms, both sublayers, best fwd+bwd run): F "
+                     "copy %.1f pre %.1f post %.1f restore %.1f bwd_out %.1f bwd_input %.1f "
+                     "bwd_weights %.1f\ncpu time (ms, best run): F copy %.1f pre %.1f post %.1f "
+                     "restore %.1f bwd_out %.1f bwd_input %.1f bwd_weights %.1f kernels total %.1f\n",
+              Tokens(), g_C, kN, kK, kM, omp_get_max_threads(), fwd * 1e3, fwdbwd * 1e3,
               ref_fwdbwd * 1e3, bytes, flops, gbps, gflops, bound * 1e3, bound / fwdbwd,
               getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default",
               CpuModelName().c_str(), cpu::CpuSkinnyIsas().c_str(), cpu::ActiveSkinnyIsaName(),
-              best.copy * 1e3, best.pre * 1e3, best.post * 1e3, best.bwd_out * 1e3,
-              best.bwd_in * 1e3, best.bwd_w * 1e3, best_cpu.copy * 1e3, best_cpu.pre * 1e3,
-              best_cpu.post * 1e3, best_cpu.bwd_out * 1e3, best_cpu.bwd_in * 1e3,
-              best_cpu.bwd_w * 1e3,
-              (best_cpu.pre + best_cpu.post + best_cpu.bwd_out + best_cpu.bwd_in + best_cpu.bwd_w) * 1e3);
+              best.copy * 1e3, best.pre * 1e3, best.post * 1e3, best.restore * 1e3,
+              best.bwd_out * 1e3, best.bwd_in * 1e3, best.bwd_w * 1e3, best_cpu.copy * 1e3,
+              best_cpu.pre * 1e3, best_cpu.post * 1e3, best_cpu.restore * 1e3,
+              best_cpu.bwd_out * 1e3, best_cpu.bwd_in * 1e3, best_cpu.bwd_w * 1e3,
+              best_cpu.Residual() * 1e3);
   return 0;
 }
 
@@ -310,6 +329,16 @@ int main(int argc, char** argv) {
     json |= std::strcmp(argv[i], "--json") == 0;
     run_reference &= std::strcmp(argv[i], "--no_reference") != 0;
     if (std::strcmp(argv[i], "--residual") == 0 && i + 1 < argc) residual = argv[++i];
+    if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+      const std::string shape = argv[++i];
+      if (shape == "model") {
+        xhc::kernels::g_T = 256, xhc::kernels::g_C = 512;
+      } else if (shape != "bench") {
+        std::fprintf(stderr, "xhc_bench: --shape: expected bench or model, got '%s'\n",
+                     shape.c_str());
+        return 2;
+      }
+    }
   }
   // A bad XHC_CPU_ISA is reported before any work (the kernels would abort on first use).
   if (const auto isa = xhc::kernels::cpu::SkinnyIsaFromEnv(); !isa.ok()) {
