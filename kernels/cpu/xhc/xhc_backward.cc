@@ -271,6 +271,19 @@ XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, con
   }
 }
 
+// dX[tok] (D) += sum_r z_r W_r over the rows whose coefficient is nonzero: the router's rows,
+// where only the routed streams' (k - m of N per token) are; the others' dz is exactly 0,
+// since the gradient reaches the router only through the selected p_j.
+XHC_CLONES void TokenAddSparseRows(int rows, int D, const float* z, const float* W, float* dxt) {
+  for (int r = 0; r < rows; ++r) {
+    if (z[r] == 0.0f) continue;
+    const float zr = z[r];
+    const float* __restrict w = W + static_cast<size_t>(r) * D;
+    float* __restrict y = dxt;
+    for (int c = 0; c < D; ++c) y[c] += zr * w[c];
+  }
+}
+
 }  // namespace
 
 absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const float* X_in,
@@ -288,13 +301,18 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
                                              : StackedWeights();
   const StackedWeights map_w = StackMaps(d, P);
   const int R = proj_w.rows;
+  // The router's rows (stacked first) are added per token, only those with a nonzero
+  // coefficient (TokenAddSparseRows); the block product covers the read-map rows: per token
+  // N + (k - m) rows of work instead of 2N (or N + wN under xhc_flash).
+  const int router_rows = R > 0 && d.has_router ? d.N : 0;
   // One pass over X_in and dX in blocks of kMaxTokens tokens (X_in and dX blocks stay in
   // cache between the steps):
   //  1. res / post map coefficients zm (nt, Q);
   //  2. map path of the active streams dxa (nt, k*C) = zm . [res; post] (Q, k*C);
   //  3. per token: read-map / router coefficients zc, and every term of dX[tok] but the
   //     projection one;
-  //  4. router / read-map path dX (nt, N*C) += zc (nt, R) . [router; pre] (R, N*C).
+  //  4. router / read-map path dX (nt, N*C) += zc (nt, R) . [router; pre] (R, N*C): the router
+//     rows per token in step 3 (sparse), the read-map rows as one block product.
   constexpr int kBlock = cpu::kMaxTokens;
   const int num_blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel
@@ -320,9 +338,11 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
         TokenWriteInputGrad(d, *cache, X_in + off, du + static_cast<size_t>(tok) * C,
                             dxa.data() + static_cast<size_t>(i) * Da, corr_a[i], ab, tok,
                             dX + off, dA.data());
+        TokenAddSparseRows(router_rows, D, zct, proj_w.w.data(), dX + off);
       }
-      if (R > 0) {
-        cpu::AxpyRows(nt, R, D, zc.data(), R, proj_w.w.data(), D,
+      if (R > router_rows) {
+        cpu::AxpyRows(nt, R - router_rows, D, zc.data() + router_rows, R,
+                      proj_w.w.data() + static_cast<size_t>(router_rows) * D, D,
                       dX + static_cast<size_t>(t0) * D, D, true);
       }
     }
