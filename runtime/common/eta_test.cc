@@ -17,9 +17,13 @@ TEST(EtaEstimator, StaysStableAcrossEvaluationSteps) {
     // Exact once an evaluation was seen: the true remaining time.
     double truth = 0;
     for (int64_t d = done + 1; d <= 35; ++d) truth += StepSeconds(d);
-    if (done >= 10) EXPECT_NEAR(left, truth, 1e-9) << "after step " << done;
+    if (done >= 10) {
+      EXPECT_NEAR(left, truth, 1e-9) << "after step " << done;
+    }
     // Never jumps up at an evaluation step (the old last-step-times-steps-left did, 6x).
-    if (previous >= 0 && done >= 11) EXPECT_LE(left, previous + 1e-9) << "after step " << done;
+    if (previous >= 0 && done >= 11) {
+      EXPECT_LE(left, previous + 1e-9) << "after step " << done;
+    }
     previous = left;
   }
   EXPECT_EQ(eta.SecondsLeft(35), 0.0);
