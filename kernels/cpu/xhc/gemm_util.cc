@@ -37,18 +37,14 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
   }
 }
 
-// 384 columns (two AtXRows chunks) per block: 22 blocks at D = 8192 for 2 threads.
-constexpr int kAtXBlock = 384;
-
-void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out,
-                const SparseAtX& sparse) {
-  const int num_blocks = (D + kAtXBlock - 1) / kAtXBlock;
+void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out) {
+  // 384 columns (two AtXRows chunks) per block: 22 blocks at D = 8192 for 2 threads.
+  constexpr int kBlock = 384;
+  const int num_blocks = (D + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
-    const int s = blk * kAtXBlock, len = std::min(kAtXBlock, D - s);
-    SparseAtX sp = sparse;
-    if (sp.R > 0) sp.out += s;
-    AtXRows(n, R, len, A, R, X + s, ldx, out + s, D, sp);
+    const int s = blk * kBlock, len = std::min(kBlock, D - s);
+    AtXRows(n, R, len, A, R, X + s, ldx, out + s, D);
   }
 }
 

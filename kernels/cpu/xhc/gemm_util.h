@@ -12,8 +12,6 @@
 
 #include <cstddef>
 
-#include "kernels/cpu/xhc/skinny_gemm.h"
-
 namespace xhc::kernels::cpu {
 
 // C (M, N) = op(A) (M, K) . op(B) (K, N) + beta * C
@@ -24,10 +22,7 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
 // weight-gradient product, through AtXRows (skinny_gemm.h) on fixed column blocks spread over
 // OpenMP threads. Each element is one running sum over the tokens in order, so the result
 // does not depend on the thread count (nor on the block size). Leaves OpenBLAS alone.
-// `sparse` (skinny_gemm.h), if it has rows: a second product of the same X, formed in the
-// same walk over X, for an A that is zero but for a few entries per token (the router's dz).
-void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out,
-                const SparseAtX& sparse = {});
+void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out);
 
 }  // namespace xhc::kernels::cpu
 

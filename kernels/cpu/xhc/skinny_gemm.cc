@@ -59,20 +59,13 @@ void AxpyRowsGeneric(int nt, int R, int D, const float* A, int lda, const float*
 }
 
 void AtXRowsGeneric(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-                    float* out, size_t ldo, const SparseAtX& sparse) {
+                    float* out, size_t ldo) {
   for (int r = 0; r < R; ++r) std::fill(out + r * ldo, out + r * ldo + D, 0.0f);
-  for (int r = 0; r < sparse.R; ++r) std::fill(sparse.out + r * ldo, sparse.out + r * ldo + D, 0.0f);
   for (int t = 0; t < n; ++t) {
     const float* __restrict x = X + t * ldx;
     for (int r = 0; r < R; ++r) {
       const float a = A[static_cast<size_t>(t) * lda + r];
       float* __restrict o = out + r * ldo;
-      for (int c = 0; c < D; ++c) o[c] += a * x[c];
-    }
-    for (int r = 0; r < sparse.R; ++r) {
-      const float a = sparse.A[static_cast<size_t>(t) * sparse.R + r];
-      if (a == 0.0f) continue;
-      float* __restrict o = sparse.out + r * ldo;
       for (int c = 0; c < D; ++c) o[c] += a * x[c];
     }
   }
@@ -125,14 +118,13 @@ void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, siz
 }
 
 void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-             float* out, size_t ldo, const SparseAtX& sparse) {
+             float* out, size_t ldo) {
   switch (ActiveSkinnyIsa()) {
 #ifdef XHC_SKINNY_X86
     case SkinnyIsa::kAvx512:
-    case SkinnyIsa::kAvx2:
-      return internal::AtXRowsAvx2(n, R, D, A, lda, X, ldx, out, ldo, sparse);
+    case SkinnyIsa::kAvx2: return internal::AtXRowsAvx2(n, R, D, A, lda, X, ldx, out, ldo);
 #endif
-    default: return internal::AtXRowsGeneric(n, R, D, A, lda, X, ldx, out, ldo, sparse);
+    default: return internal::AtXRowsGeneric(n, R, D, A, lda, X, ldx, out, ldo);
   }
 }
 

@@ -37,19 +37,8 @@ void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, siz
 // (e.g. over threads) or on the shapes of the other elements. Single-threaded: callers
 // spread column ranges over threads (AtXColumns in gemm_util.h does). The avx512 path runs
 // the avx2 kernel (an AVX-512F CPU has AVX2 + FMA; not measured there).
-// `sparse`, if it has rows, forms a second product of the same X in the same walk (each
-// chunk of X's columns is read into L1 once for both): sparse.out[r * ldo + c] = sum_t
-// sparse.A[t * sparse.R + r] * X[t * ldx + c] for an A that is zero but for a few entries per
-// token (the router's dz: k - m of its N entries), whose tokens add only their nonzero
-// coefficients' multiples. Its elements too are one running sum over t in order (the zero
-// terms skipped, which add exactly nothing), whatever the column split.
-struct SparseAtX {
-  int R = 0;
-  const float* A = nullptr;  // (n, R)
-  float* out = nullptr;      // (R, D), row stride ldo
-};
 void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-             float* out, size_t ldo, const SparseAtX& sparse = {});
+             float* out, size_t ldo);
 
 // W (R, D) prepared once for many DotRows calls against it: the fused passes use one W for
 // every token block, and the avx2 path packs W's column chunks into contiguous buffers (rows

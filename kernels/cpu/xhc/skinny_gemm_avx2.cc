@@ -220,24 +220,6 @@ XHC_AVX2 inline void AtXTile(int kt, const float* A, int lda, const float* xp, f
     for (int v = 0; v < CW; ++v) _mm256_store_ps(acc + j * kAtXChunk + v * kL, a[j][v]);
 }
 
-// The sparse rows (SparseAtX) over the packed tokens of xp, in token order: each token adds
-// a * x to the sums (row stride kAtXChunk) of its rows whose coefficient a is nonzero.
-XHC_AVX2 inline void SparseAtXTokens(int kt, int padded, int Rs, const float* As, const float* xp,
-                                     float* sacc) {
-  for (int t = 0; t < kt; ++t) {
-    const float* a = As + static_cast<size_t>(t) * Rs;
-    const float* x = xp + t * kAtXChunk;
-    for (int r = 0; r < Rs; ++r) {
-      if (a[r] == 0.0f) continue;
-      const __m256 s = _mm256_set1_ps(a[r]);
-      float* sum = sacc + r * kAtXChunk;
-      for (int c = 0; c < padded; c += kL) {
-        _mm256_store_ps(sum + c, _mm256_fmadd_ps(s, _mm256_load_ps(x + c), _mm256_load_ps(sum + c)));
-      }
-    }
-  }
-}
-
 template <int RN>
 XHC_AVX2 inline void AtXRowGroup(int kt, int padded, const float* A, int lda, const float* xp,
                                  float* acc) {
@@ -343,16 +325,15 @@ XHC_AVX2 void AxpyRowsAvx2(int nt, int R, int D, const float* A, int lda, const 
 }
 
 XHC_AVX2 void AtXRowsAvx2(int n, int R, int D, const float* A, int lda, const float* X,
-                          size_t ldx, float* out, size_t ldo, const SparseAtX& sparse) {
+                          size_t ldx, float* out, size_t ldo) {
   thread_local std::vector<float, CacheLineAllocator<float>> acc_s;
-  acc_s.resize(static_cast<size_t>(R + sparse.R) * kAtXChunk);
+  acc_s.resize(static_cast<size_t>(R) * kAtXChunk);
   float* acc = acc_s.data();
-  float* sacc = acc + static_cast<size_t>(R) * kAtXChunk;  // the sparse rows' sums
   alignas(64) float xp[kAtXTokens * kAtXChunk];
   for (int c0 = 0; c0 < D; c0 += kAtXChunk) {
     const int cl = std::min(kAtXChunk, D - c0);
     const int padded = (cl + kL - 1) / kL * kL;  // zero columns: sums of +0, never stored
-    for (int r = 0; r < R + sparse.R; ++r) std::memset(acc + r * kAtXChunk, 0, sizeof(float) * padded);
+    for (int r = 0; r < R; ++r) std::memset(acc + r * kAtXChunk, 0, sizeof(float) * padded);
     for (int t0 = 0; t0 < n; t0 += kAtXTokens) {
       const int kt = std::min(kAtXTokens, n - t0);
       PackAtX(kt, n - t0, X + t0 * ldx + c0, ldx, cl, xp);
@@ -365,12 +346,8 @@ XHC_AVX2 void AtXRowsAvx2(int n, int R, int D, const float* A, int lda, const fl
         case 1: AtXRowGroup<1>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk); break;
         default: break;
       }
-      if (sparse.R > 0) SparseAtXTokens(kt, padded, sparse.R, sparse.A + static_cast<size_t>(t0) * sparse.R, xp, sacc);
     }
     for (int r = 0; r < R; ++r) std::memcpy(out + r * ldo + c0, acc + r * kAtXChunk, sizeof(float) * cl);
-    for (int r = 0; r < sparse.R; ++r) {
-      std::memcpy(sparse.out + r * ldo + c0, sacc + r * kAtXChunk, sizeof(float) * cl);
-    }
   }
 }
 

@@ -27,9 +27,9 @@ void PackDotRowsAvx2(int R, int D, const float* W, size_t ldw, PackedBuffer* pac
 void DotRowsAvx2Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                        float* out, int ldo);
 void AtXRowsGeneric(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-                    float* out, size_t ldo, const SparseAtX& sparse);
+                    float* out, size_t ldo);
 void AtXRowsAvx2(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-                 float* out, size_t ldo, const SparseAtX& sparse);
+                 float* out, size_t ldo);
 void DotRowsAvx512(int nt, int R, int D, const float* X, size_t ldx, const float* W,
                    size_t ldw, float* out, int ldo);
 void AxpyRowsAvx512(int nt, int R, int D, const float* A, int lda, const float* W,

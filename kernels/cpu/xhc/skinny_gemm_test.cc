@@ -148,33 +148,6 @@ TEST_P(SkinnyGemmTest, AtXRowsIndependentOfSplit) {
   }
 }
 
-// AtXRows' sparse rows (the router's dz: a few nonzero coefficients per token) are the dense
-// product of the same A bit for bit (a skipped zero term adds exactly nothing to a running
-// sum), alongside dense rows that are the same as without them, on ragged shapes, with tokens
-// that have no nonzero coefficient at all.
-TEST_P(SkinnyGemmTest, AtXRowsSparseRowsEqualTheDenseProduct) {
-  std::mt19937 rng = Rng();
-  for (const Shape s : {Shape{1, 3, 1}, Shape{40, 16, 2100}, Shape{75, 5, 263}, Shape{33, 16, 384}}) {
-    const int n = s.nt, Rs = s.R, R = 6, lda = R + 1;
-    const size_t ldx = s.D + 3, ldo = s.D + 2;
-    auto A = Random(static_cast<size_t>(n) * lda, rng), X = Random(n * ldx, rng);
-    std::vector<float> As(static_cast<size_t>(n) * Rs, 0.0f);
-    for (int t = 0; t < n; t += 1 + t % 3) {  // every few tokens: 2 coefficients, rows random
-      for (int j = 0; j < 2; ++j) As[t * Rs + rng() % Rs] = std::normal_distribution<float>()(rng);
-    }
-    std::vector<float> dense(R * ldo, -7.0f), with_sparse(R * ldo, -7.0f);
-    std::vector<float> sparse_ref(Rs * ldo, -7.0f), sparse(Rs * ldo, -7.0f);
-    AtXRows(n, R, s.D, A.data(), lda, X.data(), ldx, dense.data(), ldo);
-    AtXRows(n, Rs, s.D, As.data(), Rs, X.data(), ldx, sparse_ref.data(), ldo);
-    AtXRows(n, R, s.D, A.data(), lda, X.data(), ldx, with_sparse.data(), ldo,
-            SparseAtX{Rs, As.data(), sparse.data()});
-    ASSERT_EQ(0, std::memcmp(dense.data(), with_sparse.data(), sizeof(float) * dense.size()))
-        << "n=" << n << " D=" << s.D;
-    ASSERT_EQ(0, std::memcmp(sparse_ref.data(), sparse.data(), sizeof(float) * sparse.size()))
-        << "n=" << n << " D=" << s.D;
-  }
-}
-
 // The determinism contract: a token's outputs do not depend on the block it is computed in
 // (its position in the block, the block's size, i.e. the register tile it falls in).
 TEST_P(SkinnyGemmTest, TokenResultIndependentOfBlock) {

@@ -26,12 +26,10 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
   const int n = cache.B * cache.T_len, N = d.N, D = d.D();
   const int R = d.has_router ? 2 * N : N, off = d.has_router ? N : 0;
   // Reused across calls (no page faults); references so OpenMP threads share them.
-  thread_local std::vector<float> A_s, Ar_s, tmp_s;
-  std::vector<float>& A = A_s;    // (n, N): the read map's coefficients, dense
-  std::vector<float>& Ar = Ar_s;  // (n, N): the router's, zero but for the routed streams
+  thread_local std::vector<float> A_s, tmp_s;
+  std::vector<float>& A = A_s;
   std::vector<float>& tmp = tmp_s;
-  A.resize(static_cast<size_t>(n) * N), tmp.resize(static_cast<size_t>(R) * D);
-  Ar.resize(d.has_router ? static_cast<size_t>(n) * N : 0);
+  A.resize(static_cast<size_t>(n) * R), tmp.resize(static_cast<size_t>(R) * D);
   const float alpha = P.pre_alpha[0];
   float pre_alpha = 0;
   // dz of the read map: the cache's (xhc, mhc), or the window's (xhc_flash: complete only once
@@ -44,18 +42,14 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
   for (int tok = 0; tok < n; ++tok) {
     const float* dz = cache.dz_proj.data() + static_cast<size_t>(tok) * 2 * N;
     const float* dzp = dz_pre(tok);
-    float* a = A.data() + static_cast<size_t>(tok) * N;
-    float* ar = d.has_router ? Ar.data() + static_cast<size_t>(tok) * N : nullptr;
+    float* a = A.data() + static_cast<size_t>(tok) * R;
     for (int i = 0; i < N; ++i) {
-      if (d.has_router) ar[i] = dz[i] * cache.rstd_ln[tok];  // d / d W of ln(x).W
-      a[i] = dzp[i] * alpha * cache.rstd[tok];               // d / d W of alpha rms(x).W
+      if (d.has_router) a[i] = dz[i] * cache.rstd_ln[tok];  // d / d W of ln(x).W
+      a[off + i] = dzp[i] * alpha * cache.rstd[tok];         // d / d W of alpha rms(x).W
     }
   }
-  // tmp (R, D) = [Ar, A]^T (R, n) . X_in (n, D): the read map's rows dense, the router's
-  // sparse (only the routed streams' dz reaches them: k - m of N per token), one walk over X.
-  cpu::SparseAtX router;
-  if (d.has_router) router = {N, Ar.data(), tmp.data()};
-  cpu::AtXColumns(n, N, D, A.data(), X_in, D, tmp.data() + static_cast<size_t>(off) * D, router);
+  // tmp (R, D) = A^T (R, n) . X_in (n, D)
+  cpu::AtXColumns(n, R, D, A.data(), X_in, D, tmp.data());
   for (int i = 0; i < N; ++i) {
     float bias = 0, corr = 0, galpha = 0;
     for (int tok = 0; tok < n; ++tok) {
@@ -63,7 +57,7 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
       const float* proj = cache.proj.data() + static_cast<size_t>(tok) * 2 * N;
       if (d.has_router) {
         bias += dz[i];
-        corr += Ar[static_cast<size_t>(tok) * N + i] * cache.mean[tok];  // ln subtracts mean
+        corr += A[static_cast<size_t>(tok) * R + i] * cache.mean[tok];  // ln subtracts mean
       }
       galpha += dz_pre(tok)[i] * cache.rstd[tok] * proj[N + i];
     }
