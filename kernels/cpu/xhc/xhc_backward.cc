@@ -14,6 +14,7 @@
 #include "kernels/cpu/xhc/hc_ops.h"
 #include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
+#include "kernels/cpu/xhc/sinkhorn_batch.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
@@ -24,15 +25,23 @@ namespace xhc::kernels {
 namespace {
 
 struct OutScratch {
-  std::vector<float> daug, g, v, hist, sink;
-  explicit OutScratch(const XhcDims& d)
+  std::vector<float> daug, g, v, hist;
+  // Sinkhorn backward of a block of kSinkLanes tokens (sinkhorn_batch.h): each token's res
+  // logits z and dL/dHres, lane-major, and the recomputed steps.
+  std::vector<float> sink_z, sink_dh, sink_dz;
+  std::vector<cpu::V8, cpu::CacheLineAllocator<cpu::V8>> sink_mats;  // std::allocator: 16-aligned
+  OutScratch(const XhcDims& d, int iters)
       : daug(static_cast<size_t>(d.K) * d.C), g(static_cast<size_t>(d.r) * d.C + 1),
-        v(static_cast<size_t>(d.K) * d.C), hist(static_cast<size_t>(d.r) * d.r * d.C + 1) {}
+        v(static_cast<size_t>(d.K) * d.C), hist(static_cast<size_t>(d.r) * d.r * d.C + 1),
+        sink_z(cpu::kSinkLanes * d.k * d.k), sink_dh(sink_z.size()), sink_dz(sink_z.size()),
+        sink_mats(static_cast<size_t>(2 * iters + 2) * d.k * d.k) {}
 };
 
-// Map gradients of one token and d aug; dA_j = dX_new[tok, idx_j] read in place.
-XHC_CLONES void TokenMapGrads(const XhcConfig& cfg, const XhcDims& d, const XhcParams& P,
-                   const float* dxt, size_t tok, XhcCache* cache, OutScratch* s) {
+// Map gradients of one token and d aug; dA_j = dX_new[tok, idx_j] read in place. The res
+// logits' gradient is left to BlockSinkhornBackward: this stashes the token's logits and
+// dL/dHres in lane `lane` of the block's Sinkhorn scratch and zeroes its dz.
+XHC_CLONES void TokenMapGrads(const XhcDims& d, const XhcParams& P, const float* dxt, size_t tok,
+                              int lane, XhcCache* cache, OutScratch* s) {
   const int k = d.k, K = d.K, C = d.C, N = d.N, Q = d.Q();
   const float* aug = cache->aug.data() + tok * K * C;
   const float* xa = cache->xa.data() + tok * k * C;
@@ -40,7 +49,9 @@ XHC_CLONES void TokenMapGrads(const XhcConfig& cfg, const XhcDims& d, const XhcP
   const float* p = cache->p.data() + tok * k;
   const int* idx = cache->idx.data() + tok * k;
   float* dz = cache->dz_map.data() + tok * Q;
-  float dhres[256], z[256], dp[256];
+  const int kk = k * k;
+  float* dhres = s->sink_dh.data() + lane * kk;
+  float dp[256];
   std::fill(s->daug.begin(), s->daug.end(), 0.0f);
   for (int j = 0; j < k; ++j) {
     const float* dA = dxt + idx[j] * C;
@@ -56,11 +67,11 @@ XHC_CLONES void TokenMapGrads(const XhcConfig& cfg, const XhcDims& d, const XhcP
   }
   if (d.has_mix) {
     const float ra = cache->rstd_a[tok];
-    for (int q = 0; q < k * k; ++q) {
+    float* z = s->sink_z.data() + lane * kk;
+    for (int q = 0; q < kk; ++q) {
       z[q] = P.res_alpha[0] * ra * cache->map_raw[tok * Q + q] + P.res_bias[q];
       dz[q] = 0;
     }
-    SinkhornBackward(k, cfg.sinkhorn_iters, z, dhres, dz, s->sink);
   }
   float* dzr = cache->dz_proj.data() + tok * 2 * N;
   std::fill(dzr, dzr + N, 0.0f);
@@ -72,6 +83,26 @@ XHC_CLONES void TokenMapGrads(const XhcConfig& cfg, const XhcDims& d, const XhcP
   for (int j = d.m; j < k; ++j) {
     const float sv = cache->s[tok * N + idx[j]];
     dzr[idx[j]] += dp[j] * sv * (1.0f - sv);
+  }
+}
+
+// dz of the res logits of tokens [b0, b0 + nb), nb <= kSinkLanes, from the logits and
+// dL/dHres TokenMapGrads stashed (lanes past nb repeat lane nb - 1; their results are dropped).
+XHC_CLONES void BlockSinkhornBackward(const XhcConfig& cfg, const XhcDims& d, int b0, int nb,
+                                      XhcCache* cache, OutScratch* s) {
+  const int kk = d.k * d.k, Q = d.Q();
+  for (int l = nb; l < cpu::kSinkLanes; ++l) {
+    std::copy_n(s->sink_z.data() + (nb - 1) * kk, kk, s->sink_z.data() + l * kk);
+    std::copy_n(s->sink_dh.data() + (nb - 1) * kk, kk, s->sink_dh.data() + l * kk);
+  }
+  for (int l = 0; l < cpu::kSinkLanes; ++l) {  // dz += ...: start from the tokens' dz (zero)
+    std::copy_n(cache->dz_map.data() + static_cast<size_t>(b0 + std::min(l, nb - 1)) * Q, kk,
+                s->sink_dz.data() + l * kk);
+  }
+  cpu::SinkhornBackward8(d.k, cfg.sinkhorn_iters, s->sink_z.data(), s->sink_dh.data(),
+                         s->sink_dz.data(), s->sink_mats.data());
+  for (int l = 0; l < nb; ++l) {
+    std::copy_n(s->sink_dz.data() + l * kk, kk, cache->dz_map.data() + static_cast<size_t>(b0 + l) * Q);
   }
 }
 
@@ -100,23 +131,30 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
   if (cfg.type == ResidualType::kHc) return hc::BackwardOut(d, dX_new, cache, d_out);
   const int T = cache->T_len, n = cache->B * T, K = d.K, C = d.C, D = d.D();
   const float* const* conv_w = P.conv_weight.data();
+  // Blocks of kSinkLanes tokens: the block's Sinkhorn backward runs once, 8 tokens wide.
+  constexpr int L = cpu::kSinkLanes;
+  const int num_blocks = (n + L - 1) / L;
 #pragma omp parallel
   {
-    OutScratch s(d);
-#pragma omp for schedule(dynamic, 16)
-    for (int tok = 0; tok < n; ++tok) {
-      TokenMapGrads(cfg, d, P, dX_new + static_cast<size_t>(tok) * D, tok, cache, &s);
-      if (d.r > 0) {  // recompute the Gram-Schmidt history from out = aug[0]
-        const int t = tok % T;
-        const float* aug_seq = cache->aug.data() + static_cast<size_t>(tok - t) * K * C;
-        cpu::ConvToken(d, conv_w, aug_seq, K * C, t, s.g.data());
-        std::memcpy(s.v.data(), aug_seq + static_cast<size_t>(t) * K * C, sizeof(float) * C);
-        cpu::GramSchmidtToken(d, cfg.gram_schmidt, s.g.data(), s.v.data(), s.hist.data());
-        cpu::GramSchmidtBackwardToken(d, cfg.gram_schmidt, s.v.data(), s.hist.data(),
-                                      s.daug.data(),
-                                      cache->dg.data() + static_cast<size_t>(tok) * d.r * C);
+    OutScratch s(d, cfg.sinkhorn_iters);
+#pragma omp for schedule(dynamic, 2)
+    for (int blk = 0; blk < num_blocks; ++blk) {
+      const int b0 = blk * L, nb = std::min(L, n - b0);
+      for (int tok = b0; tok < b0 + nb; ++tok) {
+        TokenMapGrads(d, P, dX_new + static_cast<size_t>(tok) * D, tok, tok - b0, cache, &s);
+        if (d.r > 0) {  // recompute the Gram-Schmidt history from out = aug[0]
+          const int t = tok % T;
+          const float* aug_seq = cache->aug.data() + static_cast<size_t>(tok - t) * K * C;
+          cpu::ConvToken(d, conv_w, aug_seq, K * C, t, s.g.data());
+          std::memcpy(s.v.data(), aug_seq + static_cast<size_t>(t) * K * C, sizeof(float) * C);
+          cpu::GramSchmidtToken(d, cfg.gram_schmidt, s.g.data(), s.v.data(), s.hist.data());
+          cpu::GramSchmidtBackwardToken(d, cfg.gram_schmidt, s.v.data(), s.hist.data(),
+                                        s.daug.data(),
+                                        cache->dg.data() + static_cast<size_t>(tok) * d.r * C);
+        }
+        std::memcpy(d_out + static_cast<size_t>(tok) * C, s.daug.data(), sizeof(float) * C);
       }
-      std::memcpy(d_out + static_cast<size_t>(tok) * C, s.daug.data(), sizeof(float) * C);
+      if (d.has_mix) BlockSinkhornBackward(cfg, d, b0, nb, cache, &s);
     }
     if (d.r > 0) {
       // Convolution backward: out[t] fed g_j[t + tau] through w_j[tau], same sequence only.

@@ -16,6 +16,7 @@
 #include "kernels/cpu/xhc/hc_ops.h"
 #include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
+#include "kernels/cpu/xhc/sinkhorn_batch.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
@@ -135,21 +136,35 @@ XHC_CLONES void TokenGather(const XhcDims& d, const float* x, size_t tok, XhcCac
   cache->rstd_a[tok] = static_cast<float>(1.0 / std::sqrt(sqa / (k * C) + kNormEps));
 }
 
-// Per token: Hres = sinkhorn(res logits), Hpost = 2 sigmoid(post pre-activations).
-void TokenMixMaps(const XhcConfig& cfg, const XhcDims& d, const XhcParams& P, size_t tok,
-                  XhcCache* cache) {
-  const int k = d.k, K = d.K, Q = d.Q();
-  const float* raw = cache->map_raw.data() + tok * Q;
-  const float ra = cache->rstd_a[tok];
+// Tokens [t0, t0 + nt): Hres = sinkhorn(res logits), 8 tokens at a time (sinkhorn_batch.h:
+// bit for bit the per-token version), and Hpost = 2 sigmoid(post pre-activations).
+XHC_CLONES void BlockMixMaps(const XhcConfig& cfg, const XhcDims& d, const XhcParams& P, int t0,
+                             int nt, XhcCache* cache) {
+  const int k = d.k, K = d.K, Q = d.Q(), kk = k * k;
   const int Rres = d.Rres();
   if (d.has_mix) {
-    float z[256];
-    for (int q = 0; q < k * k; ++q) z[q] = P.res_alpha[0] * ra * raw[q] + P.res_bias[q];
-    SinkhornForward(k, cfg.sinkhorn_iters, z, cache->hres.data() + tok * k * k);
+    constexpr int L = cpu::kSinkLanes;
+    float z[L * 256], h[L * 256];
+    cpu::V8 m[256];
+    for (int b0 = t0; b0 < t0 + nt; b0 += L) {
+      const int nb = std::min(L, t0 + nt - b0);
+      for (int l = 0; l < L; ++l) {
+        const size_t tok = static_cast<size_t>(b0 + std::min(l, nb - 1));  // pad: repeat the last
+        const float* raw = cache->map_raw.data() + tok * Q;
+        const float ra = cache->rstd_a[tok];
+        for (int q = 0; q < kk; ++q) z[l * kk + q] = P.res_alpha[0] * ra * raw[q] + P.res_bias[q];
+      }
+      cpu::SinkhornForward8(k, cfg.sinkhorn_iters, z, h, m);
+      std::memcpy(cache->hres.data() + static_cast<size_t>(b0) * kk, h, sizeof(float) * nb * kk);
+    }
   }
-  float* hpost = cache->hpost.data() + tok * k * K;
-  for (int q = 0; q < k * K; ++q) {
-    hpost[q] = 2.0f * Sigmoid(P.post_alpha[0] * ra * raw[Rres + q] + P.post_bias[q]);
+  for (int tok = t0; tok < t0 + nt; ++tok) {
+    const float* raw = cache->map_raw.data() + static_cast<size_t>(tok) * Q;
+    const float ra = cache->rstd_a[tok];
+    float* hpost = cache->hpost.data() + static_cast<size_t>(tok) * k * K;
+    for (int q = 0; q < k * K; ++q) {
+      hpost[q] = 2.0f * Sigmoid(P.post_alpha[0] * ra * raw[Rres + q] + P.post_bias[q]);
+    }
   }
 }
 
@@ -210,7 +225,7 @@ absl::Status FlashPre(const XhcDims& d, const XhcConfig& cfg, const XhcParams& P
     }
     cpu::DotRows(nt, Q, Da, cache->xa.data() + s0 * Da, Da, map_w.w.data(), Da,
                  cache->map_raw.data() + s0 * Q, Q);
-    for (int tok = t0; tok < t0 + nt; ++tok) TokenMixMaps(cfg, d, P, tok, cache);
+    BlockMixMaps(cfg, d, P, t0, nt, cache);
   }
   return absl::OkStatus();
 }
@@ -252,7 +267,7 @@ absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int 
       TokenPre(d, P, rowsum, X + static_cast<size_t>(tok) * D, tok, u, cache);
     }
     cpu::DotRows(nt, map_pk, cache->xa.data() + s0 * Da, Da, cache->map_raw.data() + s0 * Q, Q);
-    for (int tok = t0; tok < t0 + nt; ++tok) TokenMixMaps(cfg, d, P, tok, cache);
+    BlockMixMaps(cfg, d, P, t0, nt, cache);
   }
   return absl::OkStatus();
 }
