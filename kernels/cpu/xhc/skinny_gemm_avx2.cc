@@ -202,6 +202,13 @@ XHC_AVX2 inline void PackAtX(int kt, int rows_left, const float* X, size_t ldx, 
   }
 }
 
+// Requests rows [r0, r1) of src (row stride ld), columns [0, cl), into L1.
+XHC_AVX2 inline void PrefetchRows(const float* src, size_t ld, int cl, int r0, int r1) {
+  for (int i = r0; i < r1; ++i) {
+    for (int c = 0; c < cl; c += 16) _mm_prefetch(reinterpret_cast<const char*>(src + i * ld + c), _MM_HINT_T0);
+  }
+}
+
 // RN rows x CW vectors of the chunk's sums (row stride kAtXChunk) += the kt tokens of xp.
 template <int RN, int CW>
 XHC_AVX2 inline void AtXTile(int kt, const float* A, int lda, const float* xp, float* acc) {
@@ -338,8 +345,22 @@ XHC_AVX2 void AtXRowsAvx2(int n, int R, int D, const float* A, int lda, const fl
       const int kt = std::min(kAtXTokens, n - t0);
       PackAtX(kt, n - t0, X + t0 * ldx + c0, ldx, cl, xp);
       const float* a = A + static_cast<size_t>(t0) * lda;
+      // The next block's rows (or the next chunk's first block) are requested while this one
+      // computes, a share per row group, so PackAtX finds them in cache instead of waiting on
+      // each short run (its rows are N*C floats apart: no hardware prefetcher follows them).
+      const float* next = t0 + kt < n ? X + (t0 + kt) * ldx + c0
+                          : c0 + kAtXChunk < D ? X + c0 + kAtXChunk : nullptr;
+      const int next_rows = t0 + kt < n ? std::min(kAtXTokens, n - t0 - kt) : std::min(kAtXTokens, n);
+      const int next_cl = t0 + kt < n ? cl : std::min(kAtXChunk, D - c0 - kAtXChunk);
+      const int groups = (R + 3) / 4, per_group = (next_rows + groups - 1) / groups;
       int r0 = 0;
-      for (; r0 + 4 <= R; r0 += 4) AtXRowGroup<4>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk);
+      for (int g = 0; r0 + 4 <= R; r0 += 4, ++g) {
+        if (next) PrefetchRows(next, ldx, next_cl, g * per_group, std::min(next_rows, (g + 1) * per_group));
+        AtXRowGroup<4>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk);
+      }
+      if (next && r0 < R) {
+        PrefetchRows(next, ldx, next_cl, (groups - 1) * per_group, next_rows);
+      }
       switch (R - r0) {
         case 3: AtXRowGroup<3>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk); break;
         case 2: AtXRowGroup<2>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk); break;
