@@ -1,7 +1,10 @@
 // Model throughput on CPU for every residual variant at the same size (default d_model 512,
 // 4 layers, seq 256): tokens/s, model FLOP/s against an sgemm rate measured in the same run,
 // and the step-time ratios to vanilla. Steps of the models are interleaved round by round so
-// machine noise hits them alike; each figure is the median over rounds.
+// machine noise hits them alike; each figure is the median over rounds. step_time_vs_vanilla
+// is the ratio of the medians; paired_vs_vanilla the median of each round's own ratio (the
+// variant's step over vanilla's in the same round, a second or two apart), which follows the
+// VM neighbours' slow swings in speed less (both printed, with every round's ratio).
 //
 //   bazel run //runtime/bench:model_bench -- [--d_model 512] [--layers 4] [--seq 256]
 //                                            [--batch 4] [--rounds 5]
@@ -159,6 +162,8 @@ int Main(const Options& o) {
   std::vector<std::string> parts;
   for (Run& r : runs) {
     const double s = Median(r.step_s);
+    std::vector<double> ratios;
+    for (size_t i = 0; i < r.step_s.size(); ++i) ratios.push_back(r.step_s[i] / runs[0].step_s[i]);
     // 6·N for the GEMMs plus causal attention (QKᵀ and PV, forward and backward).
     const double flops = tokens * (6 * r.matmul_params + 6.0 * r.cfg.n_layers * o.seq * r.cfg.d_model);
     std::string phase_json;
@@ -176,8 +181,12 @@ int Main(const Options& o) {
     }
     parts.push_back(absl::StrFormat(
         "\"%s\": {\"step_ms\": %.1f, \"tokens_per_s\": %.1f, \"model_gflops\": %.2f, "
-        "\"fraction_of_sgemm\": %.3f, \"step_time_vs_vanilla\": %.3f%s}",
+        "\"fraction_of_sgemm\": %.3f, \"step_time_vs_vanilla\": %.3f, "
+        "\"paired_vs_vanilla\": %.3f, \"round_ratios\": [%s]%s}",
         r.name, s * 1e3, tokens / s, flops / s / 1e9, flops / s / 1e9 / sgemm, s / vanilla,
+        Median(ratios), absl::StrJoin(ratios, ", ", [](std::string* out, double v) {
+          absl::StrAppendFormat(out, "%.3f", v);
+        }),
         phase_json));
   }
   std::printf("{\"d_model\": %d, \"layers\": %d, \"seq\": %d, \"batch\": %d, \"rounds\": %d, "
