@@ -253,9 +253,18 @@ XHC_AVX2 void DotRowsGroup(int nt, int R, int D, const float* X, size_t ldx, con
     const float* wc = wpk ? wpk + k * chunk_stride : wp;
     if (!wpk) PackChunk<kDotChunk>(R, W, ldw, c0, cl, wp);
     const int padded = (cl + kL - 1) / kL * kL;  // the zero columns add +0 to every sum
+    // The next chunk's X rows are requested while this one computes, a share per row group,
+    // so its pack finds them in cache (the pack's own look-ahead is 4 rows, far shorter than
+    // the miss latency of rows N*C floats apart: PERF.md 30).
+    const int next_cl = std::min(kDotChunk, D - c0 - kDotChunk);
+    const int groups = (R + 2) / 3, per_group = (nt + groups - 1) / groups;
     // Row groups outer: a group's 3 W rows are reused by all 4 token groups.
-    for (int r0 = 0; r0 < R; r0 += 3) {
+    for (int r0 = 0, g = 0; r0 < R; r0 += 3, ++g) {
       const int rn = std::min(3, R - r0);
+      if (next_cl > 0) {
+        PrefetchRows(X + c0 + kDotChunk, ldx, next_cl, std::min(nt, g * per_group),
+                     std::min(nt, (g + 1) * per_group));
+      }
       const float* w = wc + r0 * kDotChunk;
       for (int t0 = 0; t0 < nt; t0 += 4) {
         const int tn = std::min(4, nt - t0);
