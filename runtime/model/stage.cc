@@ -157,10 +157,11 @@ absl::StatusOr<double> StageModelT<T>::Forward(int mb, int B, const int32_t* tok
   if (inflight_.count(mb)) {
     return absl::FailedPreconditionError(absl::StrCat("micro-batch ", mb, " already in flight"));
   }
-  auto st = std::make_unique<MicrobatchState<T>>();
+  std::unique_ptr<MicrobatchState<T>> st = TakeState();
   st->for_backward = true;
   ASSIGN_OR_RETURN(double loss, RunForward(st.get(), B, tokens, targets, x_in, x_out, &st->logits));
   inflight_[mb] = std::move(st);
+  max_in_flight_ = std::max(max_in_flight_, inflight_.size());
   return loss;
 }
 
@@ -171,6 +172,27 @@ absl::StatusOr<double> StageModelT<T>::ForwardOnly(int B, const int32_t* tokens,
   MicrobatchState<T> st;
   std::vector<T> local;
   return RunForward(&st, B, tokens, targets, x_in, x_out, logits ? logits : &local);
+}
+
+template <typename T>
+std::unique_ptr<MicrobatchState<T>> StageModelT<T>::TakeState() {
+  if (spare_.empty()) return std::make_unique<MicrobatchState<T>>();
+  std::unique_ptr<MicrobatchState<T>> st = std::move(spare_.back());
+  spare_.pop_back();
+  return st;
+}
+
+template <typename T>
+void StageModelT<T>::Recycle(std::unique_ptr<MicrobatchState<T>> st) {
+  // Buffers keep their contents (overwritten by the next use); the rest starts afresh.
+  st->B = 0;
+  st->tokens.clear();
+  st->targets.clear();
+  st->X_w_ready = false;
+  st->for_backward = false;
+  st->pending_w.clear();
+  st->backward_done = false;
+  if (inflight_.size() + spare_.size() < max_in_flight_) spare_.push_back(std::move(st));
 }
 
 template class StageModelT<float>;

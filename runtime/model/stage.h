@@ -61,6 +61,8 @@ class StageModelT {
   // Elements of the inter-stage state of B sequences: B·T·N·C.
   int64_t StateElements(int B) const;
   int NumInFlight() const { return static_cast<int>(inflight_.size()); }
+  // Finished micro-batches' states kept for reuse by the next Forward (see spare_).
+  int NumSpare() const { return static_cast<int>(spare_.size()); }
   const StageSpec& spec() const { return spec_; }
   const ModelConfig& config() const { return cfg_; }
   // Accumulates wall time per kind of work into `times` (null: off, the default).
@@ -92,6 +94,15 @@ class StageModelT {
   std::vector<LayerWeights<T>> layers_;
   HeadWeights<T> head_;
   std::map<int, std::unique_ptr<MicrobatchState<T>>> inflight_;
+  // States of finished micro-batches, reused by the next Forward: their buffers keep their
+  // size, so a step does not zero-fill ~200 MiB of caches and activations again (xhc, d_model
+  // 512, 1024 tokens). At most as many as were ever in flight at once (max_in_flight_). Every kernel writes
+  // what it reads later in the same pass (stage_recycle_test: a state that held another
+  // micro-batch gives the fresh state's bits).
+  std::vector<std::unique_ptr<MicrobatchState<T>>> spare_;
+  size_t max_in_flight_ = 0;
+  std::unique_ptr<MicrobatchState<T>> TakeState();
+  void Recycle(std::unique_ptr<MicrobatchState<T>> st);
   PhaseTimes* phases_ = nullptr;
   SublayerObserver observer_;
 };

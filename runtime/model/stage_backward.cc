@@ -180,7 +180,9 @@ absl::Status StageModelT<T>::BackwardWeight(int mb) {
     st->pending_w.pop_front();
   }
   params_->AccumulateGrads();
+  std::unique_ptr<MicrobatchState<T>> done = std::move(it->second);
   inflight_.erase(it);
+  Recycle(std::move(done));
   return absl::OkStatus();
 }
 
