@@ -107,13 +107,7 @@ TEST_P(StageRecycle, ReusedStatesGiveTheFreshBitsDouble) { CheckRecycledMatchesF
 
 INSTANTIATE_TEST_SUITE_P(
     Residuals, StageRecycle,
-    ::testing::Values(Variant{"vanilla", ResidualType::kVanilla, 1, {}},
-                      Variant{"hc", ResidualType::kHc, 3, {}},
-                      Variant{"mhc", ResidualType::kMhc, 3, {}},
-                      Variant{"mhc_conv", ResidualType::kMhc, 3, {2, 3}},
-                      Variant{"xhc", ResidualType::kXhc, 6, {2, 3}},
-                      Variant{"xhc_flash2", ResidualType::kXhcFlash, 6, {2, 3}, 2},
-                      Variant{"xhc_flash4", ResidualType::kXhcFlash, 6, {2, 3}, 4}),
+    ::testing::ValuesIn(AllVariants()),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -19,6 +19,17 @@ struct Variant {
   int window = 2;
 };
 
+// Every residual variant, for tests parameterised over them (gtest's ValuesIn).
+inline std::vector<Variant> AllVariants() {
+  return {Variant{"vanilla", ResidualType::kVanilla, 1, {}},
+          Variant{"hc", ResidualType::kHc, 3, {}},
+          Variant{"mhc", ResidualType::kMhc, 3, {}},
+          Variant{"mhc_conv", ResidualType::kMhc, 3, {2, 3}},
+          Variant{"xhc", ResidualType::kXhc, 6, {2, 3}},
+          Variant{"xhc_flash2", ResidualType::kXhcFlash, 6, {2, 3}, 2},
+          Variant{"xhc_flash4", ResidualType::kXhcFlash, 6, {2, 3}, 4}};
+}
+
 // d_model 8, 2 heads (1 KV head), d_ff 12, 5 tokens, vocabulary 11; k = 3 active streams
 // (1 fixed), 4 Sinkhorn iterations. Fails the calling test if the result does not validate.
 inline ModelConfig Tiny(const Variant& v, int n_layers = 2) {
