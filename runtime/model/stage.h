@@ -96,9 +96,9 @@ class StageModelT {
   std::map<int, std::unique_ptr<MicrobatchState<T>>> inflight_;
   // States of finished micro-batches, reused by the next Forward: their buffers keep their
   // size, so a step does not zero-fill ~200 MiB of caches and activations again (xhc, d_model
-  // 512, 1024 tokens). At most as many as were ever in flight at once (max_in_flight_). Every kernel writes
-  // what it reads later in the same pass (stage_recycle_test: a state that held another
-  // micro-batch gives the fresh state's bits).
+  // 512, 1024 tokens). At most as many as were ever in flight at once (max_in_flight_).
+  // Every kernel writes what it reads later in the same pass (stage_recycle_test: a state
+  // that held other micro-batches gives the fresh state's bits).
   std::vector<std::unique_ptr<MicrobatchState<T>>> spare_;
   size_t max_in_flight_ = 0;
   std::unique_ptr<MicrobatchState<T>> TakeState();
