@@ -37,12 +37,6 @@ std::vector<int32_t> Draw(int n, int vocab, uint32_t seed) {
   return v;
 }
 
-template <typename T>
-struct Result {
-  double loss = 0;
-  std::vector<std::vector<T>> grads;
-};
-
 // One training micro-batch (forward, input and weight gradients) on `model`.
 template <typename T>
 double RunMicrobatch(StageModelT<T>* model, int mb, int B, const std::vector<int32_t>& tokens,
