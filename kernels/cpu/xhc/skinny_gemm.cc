@@ -121,7 +121,7 @@ void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_
              float* out, size_t ldo) {
   switch (ActiveSkinnyIsa()) {
 #ifdef XHC_SKINNY_X86
-    case SkinnyIsa::kAvx512:
+    case SkinnyIsa::kAvx512: return internal::AtXRowsAvx512(n, R, D, A, lda, X, ldx, out, ldo);
     case SkinnyIsa::kAvx2: return internal::AtXRowsAvx2(n, R, D, A, lda, X, ldx, out, ldo);
 #endif
     default: return internal::AtXRowsGeneric(n, R, D, A, lda, X, ldx, out, ldo);
@@ -133,6 +133,7 @@ SkinnyWeights PackForDotRows(int R, int D, const float* W, size_t ldw) {
   w.isa = ActiveSkinnyIsa();
   w.R = R, w.D = D, w.W = W, w.ldw = ldw;
 #ifdef XHC_SKINNY_X86
+  if (w.isa == SkinnyIsa::kAvx512) internal::PackDotRowsAvx512(R, D, W, ldw, &w.packed);
   if (w.isa == SkinnyIsa::kAvx2) internal::PackDotRowsAvx2(R, D, W, ldw, &w.packed);
 #endif
   return w;
@@ -143,7 +144,13 @@ void DotRows(int nt, const SkinnyWeights& w, const float* X, size_t ldx, float* 
     const int n = std::min(kMaxTokens, nt - t0);
 #ifdef XHC_SKINNY_X86
     if (!w.packed.empty()) {
-      internal::DotRowsAvx2Packed(n, w.R, w.D, X + t0 * ldx, ldx, w.packed.data(), out + t0 * ldo, ldo);
+      if (w.isa == SkinnyIsa::kAvx512) {
+        internal::DotRowsAvx512Packed(n, w.R, w.D, X + t0 * ldx, ldx, w.packed.data(),
+                                      out + t0 * ldo, ldo);
+      } else {
+        internal::DotRowsAvx2Packed(n, w.R, w.D, X + t0 * ldx, ldx, w.packed.data(),
+                                    out + t0 * ldo, ldo);
+      }
       continue;
     }
 #endif

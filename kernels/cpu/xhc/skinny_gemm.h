@@ -35,19 +35,19 @@ void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, siz
 // c < D, t < n (out overwritten). Every element is ONE running sum over t = 0, 1, ..., n-1 in
 // that order, from zero, so the bits do not depend on how the caller splits the columns
 // (e.g. over threads) or on the shapes of the other elements. Single-threaded: callers
-// spread column ranges over threads (AtXColumns in gemm_util.h does). The avx512 path runs
-// the avx2 kernel (an AVX-512F CPU has AVX2 + FMA; not measured there).
+// spread column ranges over threads (AtXColumns in gemm_util.h does). With FMA on both,
+// avx512 and avx2 give the same bits here (each element's sum is lane-independent).
 void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
              float* out, size_t ldo);
 
 // W (R, D) prepared once for many DotRows calls against it: the fused passes use one W for
-// every token block, and the avx2 path packs W's column chunks into contiguous buffers (rows
+// every token block, and the vector paths pack W's column chunks into contiguous buffers (rows
 // 64 KiB apart share cache sets), which per call cost ~20% of DotRows (PERF.md, 11). Made for
 // the path active when packing, which it then runs (results are the unpacked call's, bit for
-// bit). Other paths read W in place. W must outlive it. (AxpyRows has no such form: a
+// bit). The generic path reads W in place. W must outlive it. (AxpyRows has no such form: a
 // prepacked W measured slower there.)
-// 64-byte aligned storage: packed tiles are read with 32-byte loads, which straddle cache
-// lines (a split load each) when the buffer is only 16-byte aligned like plain new's.
+// 64-byte aligned storage: the packed tiles are read with aligned vector loads (32 or 64
+// bytes), which plain new's 16-byte alignment would fault (or, unaligned, split over lines).
 template <typename T>
 struct CacheLineAllocator {
   using value_type = T;

@@ -82,7 +82,7 @@ void Run() {
     // Weight gradient tmp (R, D) = A^T (R, n) . X (n, D) over all tokens: AtXRows per path
     // against OpenBLAS on 512-column blocks (DeterministicSgemm's former form).
     std::vector<float> g(static_cast<size_t>(R) * D);
-    for (SkinnyIsa isa : {SkinnyIsa::kAvx2, SkinnyIsa::kGeneric}) {
+    for (SkinnyIsa isa : {SkinnyIsa::kAvx512, SkinnyIsa::kAvx2, SkinnyIsa::kGeneric}) {
       if (!SetSkinnyIsaForTesting(isa).ok()) continue;
       const double atx = Seconds([&] { AtXRows(kTokens, R, D, A.data(), R, X.data(), D, g.data(), D); });
       std::printf("%-5s %-8s AtXRows %6.1f GFLOP/s\n", cs.name, SkinnyIsaName(isa), flops / atx / 1e9);

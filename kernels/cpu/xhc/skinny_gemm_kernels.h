@@ -34,6 +34,11 @@ void DotRowsAvx512(int nt, int R, int D, const float* X, size_t ldx, const float
                    size_t ldw, float* out, int ldo);
 void AxpyRowsAvx512(int nt, int R, int D, const float* A, int lda, const float* W,
                     size_t ldw, float* out, size_t ldo, bool accumulate);
+void PackDotRowsAvx512(int R, int D, const float* W, size_t ldw, PackedBuffer* packed);
+void DotRowsAvx512Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
+                         float* out, int ldo);
+void AtXRowsAvx512(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
+                   float* out, size_t ldo);
 
 }  // namespace xhc::kernels::cpu::internal
 

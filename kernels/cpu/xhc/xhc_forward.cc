@@ -206,6 +206,10 @@ absl::Status FlashPre(const XhcDims& d, const XhcConfig& cfg, const XhcParams& P
   const int D = d.D(), Da = d.Da(), Q = d.Q(), PW = d.N + d.window * d.N;
   const StackedWeights proj_w =
       d.pos == 0 ? StackFlashProjection(d, P) : StackedWeights();
+  // Packed once here, read by every token block (skinny_gemm.h), as in XhcPre.
+  const cpu::SkinnyWeights proj_pk =
+      d.pos == 0 ? cpu::PackForDotRows(proj_w.rows, D, proj_w.w.data(), D) : cpu::SkinnyWeights();
+  const cpu::SkinnyWeights map_pk = cpu::PackForDotRows(Q, Da, map_w.w.data(), Da);
   constexpr int kBlock = cpu::kMaxTokens;
   const int num_blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -213,8 +217,7 @@ absl::Status FlashPre(const XhcDims& d, const XhcConfig& cfg, const XhcParams& P
     const int t0 = blk * kBlock, nt = std::min(kBlock, n - t0);
     const size_t s0 = static_cast<size_t>(t0);
     if (d.pos == 0) {
-      cpu::DotRows(nt, proj_w.rows, D, X + s0 * D, D, proj_w.w.data(), D,
-                   cache->window->proj.data() + s0 * PW, PW);
+      cpu::DotRows(nt, proj_pk, X + s0 * D, D, cache->window->proj.data() + s0 * PW, PW);
     }
     for (int tok = t0; tok < t0 + nt; ++tok) {
       const float* x = X + static_cast<size_t>(tok) * D;
@@ -223,8 +226,7 @@ absl::Status FlashPre(const XhcDims& d, const XhcConfig& cfg, const XhcParams& P
       TokenGather(d, x, tok, cache);
       if (d.pos > 0) TokenFlashRead(d, tok, u, cache);
     }
-    cpu::DotRows(nt, Q, Da, cache->xa.data() + s0 * Da, Da, map_w.w.data(), Da,
-                 cache->map_raw.data() + s0 * Q, Q);
+    cpu::DotRows(nt, map_pk, cache->xa.data() + s0 * Da, Da, cache->map_raw.data() + s0 * Q, Q);
     BlockMixMaps(cfg, d, P, t0, nt, cache);
   }
   return absl::OkStatus();

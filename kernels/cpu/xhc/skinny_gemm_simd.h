@@ -1,0 +1,415 @@
+#ifndef XHC_KERNELS_CPU_XHC_SKINNY_GEMM_SIMD_H_
+#define XHC_KERNELS_CPU_XHC_SKINNY_GEMM_SIMD_H_
+
+// The vector versions of DotRows / AxpyRows / AtXRows (skinny_gemm.h), written once over a
+// vector type S and compiled once per path: skinny_gemm_avx2.cc (S = 8-lane __m256) and
+// skinny_gemm_avx512.cc (S = 16-lane __m512), each under its own `#pragma GCC target` (the
+// build targets x86-64-v2), so each TU gets its own copy of everything here (unnamed
+// namespace). S provides: V, kL (lanes), Zero, Load (unaligned), LoadA / StoreA (aligned to
+// the vector), Store, Bcast (one float to every lane), Fma (a * b + c), Add, Mask, TailMask(n)
+// (lanes [0, n) on, 0 < n < kL), LoadMasked (others zero), StoreMasked, Prefetch (to L1), Pin
+// (the value itself, opaque to the compiler: a vector that several FMAs share is loaded once
+// into a register instead of being folded into each FMA as a memory operand, which GCC does
+// and which made the tiles load-bound: PERF.md 36).
+//
+// Register tiles are sized for 16 registers (AVX2's ymm count: 12 accumulators + the 3
+// vectors one operand shares + 1 for the other); AVX-512 has 32 but the same 12
+// accumulators already cover its FMA latency (2 pipes x 4 cycles), so it keeps the tiles
+// with twice the columns per vector. Tuning measurements: PERF.md.
+//
+// Sums: every DotRows output is kL partial sums (lane l takes columns c = l mod kL, c
+// increasing), added lane 0 first; AxpyRows' sum over r is r = 0, 1, ... from zero, then added
+// to out; AtXRows' elements are one running sum over t. All with FMA. So avx2 and avx512 agree
+// bit for bit in AxpyRows and AtXRows and differ in DotRows' last bits (8 vs 16 lanes).
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/xhc/skinny_gemm.h"
+
+// Every loop over a tile's rows, tokens or vectors is unrolled completely, so the tile's
+// accumulators live in registers: at -O2 GCC 12 kept these loops and turned DotTile into a 1 x 3
+// tile over each token in turn (4 loads per 3 FMAs, W re-read per token; PERF.md 36).
+#define XHC_UNROLL _Pragma("GCC unroll 16")
+
+namespace xhc::kernels::cpu::internal {
+namespace {
+
+// Both products pack each column chunk of their strided operands into a contiguous buffer
+// first. Why: the state's rows are D = N*C floats apart (64 KiB at N*C = 16384, 16 KiB for
+// the 4096-wide maps), a multiple of the L1 way size (4 KiB) and, at 64 KiB, of the L2 one:
+// the same column of all 16 X rows and 32 W rows falls in ONE cache set (8 ways), so
+// unpacked the chunk that was meant to stay in L1 thrashed (measured on AVX2: DotRows at 30
+// GFLOP/s whether X was in cache or streamed). Packing costs one load + store per element,
+// which DotRows uses 16 (W) or 32 (X) times.
+// DotRows column chunk: S::kDotChunk columns. Packed X (16 x 256: 16 KiB on AVX2) stays in L1
+// across the row groups, each group's 3 W rows across the token groups; the partial sums (16
+// tokens x 32 rows x kL lanes: 16 KiB on AVX2, 32 on AVX-512) are loaded and stored once per
+// tile and chunk, which at 128 columns cost ~10% (AVX2 micro-benchmark: 128 -> 52, 256 -> 58,
+// 512 -> 55 GFLOP/s with W prepacked). AVX-512 does a chunk's columns in half the steps, so
+// it takes 512 (Zen 5, packed W: 111-116 -> 120-127 GFLOP/s; PERF.md 37).
+constexpr int kMaxR = 32;  // DotRows rows per pass (partial sums above)
+// AxpyRows column chunk (a multiple of the 3-vector tile at both widths): packed W chunk (32
+// rows) 24 KiB in L1, reused by the 4 token groups (AVX2 micro-benchmark, streaming / cached:
+// 96 -> 47 / 62, 192 -> 47 / 65, 384 -> 51 / 64 GFLOP/s; 384 did not help BackwardInput,
+// PERF.md 12).
+constexpr int kAxpyChunk = 192;
+constexpr int kAxpyMaxR = 64;  // packed W chunk (stack) 48 KiB at most
+// AtXRows column chunk and token block (AVX2 micro-benchmark, one thread, under load; GFLOP/s
+// proj / maps), chunk x tokens: 192 x 16 51-54 / 51-53, 96 x 32 53-57, 96 x 64 53-58, 384 x
+// 16 41-47, 768 x 8 40-54, 192 x 64 28-55 (noisy), 144 x 48 53-60, 192 x 32 55-59; OpenBLAS
+// 512-column blocks 32-57.
+constexpr int kAtXChunk = 192;
+constexpr int kAtXTokens = 32;
+
+template <class S>
+inline int PadToLanes(int n) {
+  return (n + S::kL - 1) / S::kL * S::kL;
+}
+
+// Requests rows [r0, r1) of src (row stride ld), columns [0, cl), into L1.
+template <class S>
+inline void PrefetchRows(const float* src, size_t ld, int cl, int r0, int r1) {
+  for (int i = r0; i < r1; ++i) {
+    for (int c = 0; c < cl; c += 16) S::Prefetch(src + i * ld + c);
+  }
+}
+
+// dst row i (stride kDst) = src row i (stride ld), columns [0, cl), zero-padded to a
+// multiple of kL; aligned stores when dst rows are vector-aligned. The source rows are cache
+// misses (L3 or memory) that the hardware prefetcher does not anticipate (short runs 64 KiB
+// apart), and a plain memcpy (GCC: rep movsq) waited on them one row at a time (perf: half of
+// DotRows on AVX2). So row i + kAhead is requested as row i is copied (kAhead stays below the
+// 8 ways that the same column of all rows shares in L1); rows up to `rows_left` may be
+// requested (the caller's next block), and the first kAhead rows first when `lead_in`.
+template <class S, int kDst>
+inline void PackRows(int rows, int rows_left, bool lead_in, const float* src, size_t ld, int cl,
+                     float* dst) {
+  constexpr int kAhead = 4;
+  if (lead_in) PrefetchRows<S>(src, ld, cl, 0, std::min(kAhead, rows));
+  const int full = cl / S::kL * S::kL;
+  for (int i = 0; i < rows; ++i) {
+    const float* s = src + i * ld;
+    if (i + kAhead < rows_left) PrefetchRows<S>(s + kAhead * ld, 0, cl, 0, 1);
+    float* d = dst + i * kDst;
+    for (int c = 0; c < full; c += S::kL) S::StoreA(d + c, S::Load(s + c));
+    if (full < cl) S::StoreA(d + full, S::LoadMasked(s + full, S::TailMask(cl - full)));
+  }
+}
+
+// One step of kL columns at column c of the packed chunks (row stride S::kDotChunk) for a TN x RN
+// tile: W rows in registers, one X vector at a time (TN * RN FMAs for TN + RN loads).
+template <class S, int TN, int RN>
+inline void DotStep(const float* X, const float* W, int c, typename S::V (&a)[TN][RN]) {
+  typename S::V w[RN];
+  XHC_UNROLL
+  for (int j = 0; j < RN; ++j) w[j] = S::Pin(S::LoadA(W + j * S::kDotChunk + c));
+  XHC_UNROLL
+  for (int i = 0; i < TN; ++i) {
+    const typename S::V x = S::Pin(S::LoadA(X + i * S::kDotChunk + c));
+    XHC_UNROLL
+    for (int j = 0; j < RN; ++j) a[i][j] = S::Fma(x, w[j], a[i][j]);
+  }
+}
+
+// One TN x RN tile over the packed chunk's columns [0, cl), cl a multiple of kL (the packed
+// chunk is zero-padded): acc holds its (TN, RN) kL-lane partial sums (row stride R).
+template <class S, int TN, int RN>
+inline void DotTile(const float* X, const float* W, int cl, float* acc, int R) {
+  typename S::V a[TN][RN];
+  XHC_UNROLL
+  for (int i = 0; i < TN; ++i)
+    XHC_UNROLL
+    for (int j = 0; j < RN; ++j) a[i][j] = S::LoadA(acc + (i * R + j) * S::kL);
+  for (int c = 0; c < cl; c += S::kL) DotStep<S, TN, RN>(X, W, c, a);
+  XHC_UNROLL
+  for (int i = 0; i < TN; ++i)
+    XHC_UNROLL
+    for (int j = 0; j < RN; ++j) S::StoreA(acc + (i * R + j) * S::kL, a[i][j]);
+}
+
+template <class S, int RN>
+inline void DotTileTokens(int tn, const float* X, const float* W, int cl, float* acc, int R) {
+  switch (tn) {
+    case 4: DotTile<S, 4, RN>(X, W, cl, acc, R); break;
+    case 3: DotTile<S, 3, RN>(X, W, cl, acc, R); break;
+    case 2: DotTile<S, 2, RN>(X, W, cl, acc, R); break;
+    default: DotTile<S, 1, RN>(X, W, cl, acc, R); break;
+  }
+}
+
+// DotRows for at most kMaxR rows. wpk: W prepacked by PackDotRows (chunk k's rows at
+// wpk + k * chunk_stride, row stride S::kDotChunk), or nullptr: pack each chunk of W here.
+template <class S>
+void DotRowsGroup(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
+                  const float* wpk, size_t chunk_stride, float* out, int ldo) {
+  constexpr int kL = S::kL;
+  alignas(64) float acc[kMaxTokens * kMaxR * kL];
+  alignas(64) float xp[kMaxTokens * S::kDotChunk], wp[kMaxR * S::kDotChunk];
+  std::memset(acc, 0, sizeof(float) * nt * R * kL);
+  for (int c0 = 0, k = 0; c0 < D; c0 += S::kDotChunk, ++k) {
+    const int cl = std::min(S::kDotChunk, D - c0);
+    PackRows<S, S::kDotChunk>(nt, nt, true, X + c0, ldx, cl, xp);
+    const float* wc = wpk ? wpk + k * chunk_stride : wp;
+    if (!wpk) PackRows<S, S::kDotChunk>(R, R, true, W + c0, ldw, cl, wp);
+    const int padded = PadToLanes<S>(cl);  // the zero columns add +0 to every sum
+    // The next chunk's X rows are requested while this one computes, a share per row group,
+    // so its pack finds them in cache (the pack's own look-ahead is 4 rows, far shorter than
+    // the miss latency of rows N*C floats apart: PERF.md 30).
+    const int next_cl = std::min(S::kDotChunk, D - c0 - S::kDotChunk);
+    const int groups = (R + 2) / 3, per_group = (nt + groups - 1) / groups;
+    // Row groups outer: a group's 3 W rows are reused by all 4 token groups.
+    for (int r0 = 0, g = 0; r0 < R; r0 += 3, ++g) {
+      const int rn = std::min(3, R - r0);
+      if (next_cl > 0) {
+        PrefetchRows<S>(X + c0 + S::kDotChunk, ldx, next_cl, std::min(nt, g * per_group),
+                        std::min(nt, (g + 1) * per_group));
+      }
+      const float* w = wc + r0 * S::kDotChunk;
+      for (int t0 = 0; t0 < nt; t0 += 4) {
+        const int tn = std::min(4, nt - t0);
+        const float* x = xp + t0 * S::kDotChunk;
+        float* a = acc + (t0 * R + r0) * kL;
+        switch (rn) {
+          case 3: DotTileTokens<S, 3>(tn, x, w, padded, a, R); break;
+          case 2: DotTileTokens<S, 2>(tn, x, w, padded, a, R); break;
+          default: DotTileTokens<S, 1>(tn, x, w, padded, a, R); break;
+        }
+      }
+    }
+  }
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < R; ++r) {
+      const float* a = acc + (t * R + r) * kL;
+      float s = 0;
+      for (int l = 0; l < kL; ++l) s += a[l];  // fixed order: lane 0 first
+      out[t * ldo + r] = s;
+    }
+  }
+}
+
+inline size_t NumChunks(int D, int chunk) { return (D + chunk - 1) / chunk; }
+
+template <class S>
+void DotRowsSimd(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
+                 float* out, int ldo) {
+  for (int r0 = 0; r0 < R; r0 += kMaxR) {  // rows in groups of 32: each output's sum unchanged
+    DotRowsGroup<S>(nt, std::min(kMaxR, R - r0), D, X, ldx, W + r0 * ldw, ldw, nullptr, 0,
+                    out + r0, ldo);
+  }
+}
+
+// Layout: chunk k (S::kDotChunk columns, zero-padded to a multiple of kL) of all R rows at
+// k * R * S::kDotChunk, row stride S::kDotChunk.
+template <class S>
+void PackDotRowsSimd(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {
+  const size_t stride = static_cast<size_t>(R) * S::kDotChunk;
+  packed->assign(NumChunks(D, S::kDotChunk) * stride, 0.0f);
+  for (int c0 = 0, k = 0; c0 < D; c0 += S::kDotChunk, ++k) {
+    PackRows<S, S::kDotChunk>(R, R, true, W + c0, ldw, std::min(S::kDotChunk, D - c0),
+                           packed->data() + k * stride);
+  }
+}
+
+template <class S>
+void DotRowsPackedSimd(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
+                       float* out, int ldo) {
+  const size_t stride = static_cast<size_t>(R) * S::kDotChunk;
+  for (int r0 = 0; r0 < R; r0 += kMaxR) {
+    DotRowsGroup<S>(nt, std::min(kMaxR, R - r0), D, X, ldx, nullptr, 0, packed + r0 * S::kDotChunk,
+                    stride, out + r0, ldo);
+  }
+}
+
+// TN tokens x (CW vectors of kL columns, the last masked when kMasked): out (+)= A . W over
+// all R rows, W vectors in registers, one broadcast A element at a time.
+template <class S, int TN, int CW, bool kMasked>
+inline void AxpyTile(int R, const float* A, int lda, const float* W, size_t ldw, float* out,
+                     size_t ldo, bool accumulate, typename S::Mask mask) {
+  using V = typename S::V;
+  // out is prefetched this many floats ahead (2 tiles; on AVX2 4 or 8 measured no better):
+  // its rows are 64 KiB apart, no prefetcher follows them.
+  constexpr int kOutAhead = 2 * 3 * S::kL;
+  V a[TN][CW];
+  XHC_UNROLL
+  for (int i = 0; i < TN; ++i)
+    XHC_UNROLL
+    for (int v = 0; v < CW; ++v) a[i][v] = S::Zero();
+  if (!kMasked) {
+    XHC_UNROLL
+    for (int i = 0; i < TN; ++i) {
+      const float* p = out + i * ldo + kOutAhead;
+      S::Prefetch(p);
+      S::Prefetch(p + CW * S::kL - 1);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    V w[CW];
+    XHC_UNROLL
+    for (int v = 0; v < CW; ++v) {
+      const float* p = W + r * ldw + v * S::kL;
+      w[v] = S::Pin(kMasked && v == CW - 1 ? S::LoadMasked(p, mask) : S::Load(p));
+    }
+    XHC_UNROLL
+    for (int i = 0; i < TN; ++i) {
+      const V s = S::Bcast(A + i * lda + r);
+      XHC_UNROLL
+      for (int v = 0; v < CW; ++v) a[i][v] = S::Fma(s, w[v], a[i][v]);
+    }
+  }
+  XHC_UNROLL
+  for (int i = 0; i < TN; ++i) {
+    XHC_UNROLL
+    for (int v = 0; v < CW; ++v) {
+      float* o = out + i * ldo + v * S::kL;
+      const bool masked = kMasked && v == CW - 1;
+      if (accumulate) a[i][v] = S::Add(masked ? S::LoadMasked(o, mask) : S::Load(o), a[i][v]);
+      if (masked) {
+        S::StoreMasked(o, mask, a[i][v]);
+      } else {
+        S::Store(o, a[i][v]);
+      }
+    }
+  }
+}
+
+// Columns [0, cl) of TN tokens: 3-vector tiles, then 1-vector ones, then a masked tail.
+template <class S, int TN>
+inline void AxpyTokens(int R, int cl, const float* A, int lda, const float* W, size_t ldw,
+                       float* out, size_t ldo, bool accumulate) {
+  constexpr int kL = S::kL;
+  const typename S::Mask none{};
+  int c = 0;
+  for (; c + 3 * kL <= cl; c += 3 * kL) {
+    AxpyTile<S, TN, 3, false>(R, A, lda, W + c, ldw, out + c, ldo, accumulate, none);
+  }
+  for (; c + kL <= cl; c += kL) {
+    AxpyTile<S, TN, 1, false>(R, A, lda, W + c, ldw, out + c, ldo, accumulate, none);
+  }
+  if (c < cl) {
+    AxpyTile<S, TN, 1, true>(R, A, lda, W + c, ldw, out + c, ldo, accumulate,
+                             S::TailMask(cl - c));
+  }
+}
+
+// W is packed per call, chunk by chunk (a prepacked W, as for DotRows, measured slower on
+// AVX2: PERF.md, 11).
+template <class S>
+void AxpyRowsSimd(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
+                  float* out, size_t ldo, bool accumulate) {
+  alignas(64) float wp[kAxpyMaxR * kAxpyChunk];
+  for (int c0 = 0; c0 < D; c0 += kAxpyChunk) {
+    const int cl = std::min(kAxpyChunk, D - c0);
+    const float* wc = W + c0;
+    size_t ld = ldw;
+    if (R <= kAxpyMaxR) {  // taller W (no call site has one): read in place, the same sums
+      PackRows<S, kAxpyChunk>(R, R, true, W + c0, ldw, cl, wp);
+      wc = wp, ld = kAxpyChunk;
+    }
+    for (int t0 = 0; t0 < nt; t0 += 4) {
+      const float* a = A + t0 * lda;
+      float* o = out + t0 * ldo + c0;
+      switch (std::min(4, nt - t0)) {
+        case 4: AxpyTokens<S, 4>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
+        case 3: AxpyTokens<S, 3>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
+        case 2: AxpyTokens<S, 2>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
+        default: AxpyTokens<S, 1>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
+      }
+    }
+  }
+}
+
+// AtXRows (weight gradients, out (R, D) = A^T . X over n tokens). Columns in chunks of
+// kAtXChunk: the chunk's R x kAtXChunk running sums live in a contiguous buffer (out's rows
+// are D floats apart, the cache-set aliasing above), the tokens walk the chunk in blocks of
+// kAtXTokens whose X rows are packed first. Register tile: 4 rows x 3 vectors (12
+// accumulators, 3 X vectors, 1 broadcast A element), over the block's tokens in order: per
+// element one FMA per token, t increasing, whatever the chunking.
+// RN rows x CW vectors of the chunk's sums (row stride kAtXChunk) += the kt tokens of xp.
+template <class S, int RN, int CW>
+inline void AtXTile(int kt, const float* A, int lda, const float* xp, float* acc) {
+  using V = typename S::V;
+  V a[RN][CW];
+  XHC_UNROLL
+  for (int j = 0; j < RN; ++j)
+    XHC_UNROLL
+    for (int v = 0; v < CW; ++v) a[j][v] = S::LoadA(acc + j * kAtXChunk + v * S::kL);
+  for (int t = 0; t < kt; ++t) {
+    V x[CW];
+    XHC_UNROLL
+    for (int v = 0; v < CW; ++v) x[v] = S::Pin(S::LoadA(xp + t * kAtXChunk + v * S::kL));
+    XHC_UNROLL
+    for (int j = 0; j < RN; ++j) {
+      const V s = S::Bcast(A + t * lda + j);
+      XHC_UNROLL
+      for (int v = 0; v < CW; ++v) a[j][v] = S::Fma(s, x[v], a[j][v]);
+    }
+  }
+  XHC_UNROLL
+  for (int j = 0; j < RN; ++j)
+    XHC_UNROLL
+    for (int v = 0; v < CW; ++v) S::StoreA(acc + j * kAtXChunk + v * S::kL, a[j][v]);
+}
+
+template <class S, int RN>
+inline void AtXRowGroup(int kt, int padded, const float* A, int lda, const float* xp,
+                        float* acc) {
+  constexpr int kL = S::kL;
+  int c = 0;
+  for (; c + 3 * kL <= padded; c += 3 * kL) AtXTile<S, RN, 3>(kt, A, lda, xp + c, acc + c);
+  for (; c < padded; c += kL) AtXTile<S, RN, 1>(kt, A, lda, xp + c, acc + c);
+}
+
+template <class S>
+void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
+                 float* out, size_t ldo) {
+  thread_local std::vector<float, CacheLineAllocator<float>> acc_s;
+  acc_s.resize(static_cast<size_t>(R) * kAtXChunk);
+  float* acc = acc_s.data();
+  alignas(64) float xp[kAtXTokens * kAtXChunk];
+  for (int c0 = 0; c0 < D; c0 += kAtXChunk) {
+    const int cl = std::min(kAtXChunk, D - c0);
+    const int padded = PadToLanes<S>(cl);  // zero columns: sums of +0, never stored
+    for (int r = 0; r < R; ++r) std::memset(acc + r * kAtXChunk, 0, sizeof(float) * padded);
+    for (int t0 = 0; t0 < n; t0 += kAtXTokens) {
+      const int kt = std::min(kAtXTokens, n - t0);
+      PackRows<S, kAtXChunk>(kt, n - t0, false, X + t0 * ldx + c0, ldx, cl, xp);
+      const float* a = A + static_cast<size_t>(t0) * lda;
+      // The next block's rows (or the next chunk's first block) are requested while this one
+      // computes, a share per row group, so PackRows finds them in cache instead of waiting on
+      // each short run (its rows are N*C floats apart: no hardware prefetcher follows them).
+      const float* next = t0 + kt < n ? X + (t0 + kt) * ldx + c0
+                          : c0 + kAtXChunk < D ? X + c0 + kAtXChunk : nullptr;
+      const int next_rows =
+          t0 + kt < n ? std::min(kAtXTokens, n - t0 - kt) : std::min(kAtXTokens, n);
+      const int next_cl = t0 + kt < n ? cl : std::min(kAtXChunk, D - c0 - kAtXChunk);
+      const int groups = (R + 3) / 4, per_group = (next_rows + groups - 1) / groups;
+      int r0 = 0;
+      for (int g = 0; r0 + 4 <= R; r0 += 4, ++g) {
+        if (next) {
+          PrefetchRows<S>(next, ldx, next_cl, g * per_group,
+                          std::min(next_rows, (g + 1) * per_group));
+        }
+        AtXRowGroup<S, 4>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk);
+      }
+      if (next && r0 < R) PrefetchRows<S>(next, ldx, next_cl, (groups - 1) * per_group, next_rows);
+      switch (R - r0) {
+        case 3: AtXRowGroup<S, 3>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk); break;
+        case 2: AtXRowGroup<S, 2>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk); break;
+        case 1: AtXRowGroup<S, 1>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk); break;
+        default: break;
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      std::memcpy(out + r * ldo + c0, acc + r * kAtXChunk, sizeof(float) * cl);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace xhc::kernels::cpu::internal
+
+#undef XHC_UNROLL
+
+#endif  // XHC_KERNELS_CPU_XHC_SKINNY_GEMM_SIMD_H_
