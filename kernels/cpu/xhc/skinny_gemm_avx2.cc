@@ -56,33 +56,7 @@ struct Avx2 {
 
 #include "kernels/cpu/xhc/skinny_gemm_simd.h"
 
-namespace xhc::kernels::cpu::internal {
-
-void DotRowsAvx2(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
-                 float* out, int ldo) {
-  DotRowsSimd<Avx2>(nt, R, D, X, ldx, W, ldw, out, ldo);
-}
-
-void PackDotRowsAvx2(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {
-  PackDotRowsSimd<Avx2>(R, D, W, ldw, packed);
-}
-
-void DotRowsAvx2Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
-                       float* out, int ldo) {
-  DotRowsPackedSimd<Avx2>(nt, R, D, X, ldx, packed, out, ldo);
-}
-
-void AxpyRowsAvx2(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
-                  float* out, size_t ldo, bool accumulate) {
-  AxpyRowsSimd<Avx2>(nt, R, D, A, lda, W, ldw, out, ldo, accumulate);
-}
-
-void AtXRowsAvx2(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-                 float* out, size_t ldo) {
-  AtXRowsSimd<Avx2>(n, R, D, A, lda, X, ldx, out, ldo);
-}
-
-}  // namespace xhc::kernels::cpu::internal
+XHC_SKINNY_ENTRY_POINTS(Avx2)
 
 #pragma GCC pop_options
 

@@ -51,33 +51,7 @@ struct Avx512 {
 
 #include "kernels/cpu/xhc/skinny_gemm_simd.h"
 
-namespace xhc::kernels::cpu::internal {
-
-void DotRowsAvx512(int nt, int R, int D, const float* X, size_t ldx, const float* W,
-                   size_t ldw, float* out, int ldo) {
-  DotRowsSimd<Avx512>(nt, R, D, X, ldx, W, ldw, out, ldo);
-}
-
-void PackDotRowsAvx512(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {
-  PackDotRowsSimd<Avx512>(R, D, W, ldw, packed);
-}
-
-void DotRowsAvx512Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
-                         float* out, int ldo) {
-  DotRowsPackedSimd<Avx512>(nt, R, D, X, ldx, packed, out, ldo);
-}
-
-void AxpyRowsAvx512(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
-                    float* out, size_t ldo, bool accumulate) {
-  AxpyRowsSimd<Avx512>(nt, R, D, A, lda, W, ldw, out, ldo, accumulate);
-}
-
-void AtXRowsAvx512(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-                   float* out, size_t ldo) {
-  AtXRowsSimd<Avx512>(n, R, D, A, lda, X, ldx, out, ldo);
-}
-
-}  // namespace xhc::kernels::cpu::internal
+XHC_SKINNY_ENTRY_POINTS(Avx512)
 
 #pragma GCC pop_options
 

@@ -410,6 +410,31 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
 }  // namespace
 }  // namespace xhc::kernels::cpu::internal
 
+// Defines the path's entry points of skinny_gemm_kernels.h (DotRowsAvx2, ... for S = Avx2)
+// over the kernels above; used once by each path's TU, after its traits struct S.
+#define XHC_SKINNY_ENTRY_POINTS(S)                                                             \
+  namespace xhc::kernels::cpu::internal {                                                      \
+  void DotRows##S(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw, \
+                  float* out, int ldo) {                                                       \
+    DotRowsSimd<S>(nt, R, D, X, ldx, W, ldw, out, ldo);                                        \
+  }                                                                                            \
+  void PackDotRows##S(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {        \
+    PackDotRowsSimd<S>(R, D, W, ldw, packed);                                                  \
+  }                                                                                            \
+  void DotRows##S##Packed(int nt, int R, int D, const float* X, size_t ldx,                    \
+                          const float* packed, float* out, int ldo) {                          \
+    DotRowsPackedSimd<S>(nt, R, D, X, ldx, packed, out, ldo);                                  \
+  }                                                                                            \
+  void AxpyRows##S(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,  \
+                   float* out, size_t ldo, bool accumulate) {                                  \
+    AxpyRowsSimd<S>(nt, R, D, A, lda, W, ldw, out, ldo, accumulate);                           \
+  }                                                                                            \
+  void AtXRows##S(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,    \
+                  float* out, size_t ldo) {                                                    \
+    AtXRowsSimd<S>(n, R, D, A, lda, X, ldx, out, ldo);                                         \
+  }                                                                                            \
+  }  // namespace xhc::kernels::cpu::internal
+
 #undef XHC_UNROLL
 
 #endif  // XHC_KERNELS_CPU_XHC_SKINNY_GEMM_SIMD_H_
