@@ -15,8 +15,12 @@
 // Everything of the standard library that skinny_gemm_simd.h uses is included above the
 // pragma: an inline library function compiled here for this ISA could otherwise be the copy
 // the linker keeps for every caller (and fault on a CPU without it).
+#if defined(__clang__)  // the fuzz build (.bazelrc config fuzz)
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma")
+#endif
 
 namespace xhc::kernels::cpu::internal {
 namespace {
@@ -53,6 +57,10 @@ struct Avx512 {
 
 XHC_SKINNY_ENTRY_POINTS(Avx512)
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #endif  // XHC_SKINNY_X86
