@@ -3,14 +3,14 @@
 
 // The vector versions of DotRows / AxpyRows / AtXRows (skinny_gemm.h), written once over a
 // vector type S and compiled once per path: skinny_gemm_avx2.cc (S = 8-lane __m256) and
-// skinny_gemm_avx512.cc (S = 16-lane __m512), each under its own `#pragma GCC target` (the
-// build targets x86-64-v2), so each TU gets its own copy of everything here (unnamed
-// namespace). S provides: V, kL (lanes), Zero, Load (unaligned), LoadA / StoreA (aligned to
-// the vector), Store, Bcast (one float to every lane), Fma (a * b + c), Add, Mask, TailMask(n)
-// (lanes [0, n) on, 0 < n < kL), LoadMasked (others zero), StoreMasked, Prefetch (to L1), Pin
-// (the value itself, opaque to the compiler: a vector that several FMAs share is loaded once
-// into a register instead of being folded into each FMA as a memory operand, which GCC does
-// and which made the tiles load-bound: PERF.md 36).
+// skinny_gemm_avx512.cc (S = 16-lane __m512), each under its own target pragma (GCC's, or
+// clang's in the fuzz build; the build targets x86-64-v2), so each TU gets its own copy of
+// everything here (unnamed namespace). S provides: V, kL (lanes), kDotChunk, Zero, Load
+// (unaligned), LoadA / StoreA (aligned to the vector), Store, Bcast (one float to every lane),
+// Fma (a * b + c), Add, Mask, TailMask(n) (lanes [0, n) on, 0 < n < kL), LoadMasked (others
+// zero), StoreMasked, Prefetch (to L1), Pin (the value itself, opaque to the compiler: a vector
+// that several FMAs share is loaded once into a register instead of being folded into each FMA
+// as a memory operand, which GCC does and which made the tiles load-bound: PERF.md 36).
 //
 // Register tiles are sized for 16 registers (AVX2's ymm count: 12 accumulators + the 3
 // vectors one operand shares + 1 for the other); AVX-512 has 32 but the same 12
@@ -29,8 +29,9 @@
 #include "kernels/cpu/xhc/skinny_gemm.h"
 
 // Every loop over a tile's rows, tokens or vectors is unrolled completely, so the tile's
-// accumulators live in registers: at -O2 GCC 12 kept these loops and turned DotTile into a 1 x 3
-// tile over each token in turn (4 loads per 3 FMAs, W re-read per token; PERF.md 36).
+// accumulators live in registers: GCC 12 kept some of these loops (the AVX-512 AxpyTile even
+// at the library's -O3; at -O2 it turned DotTile into a 1 x 3 tile over each token in turn, W
+// re-read per token; PERF.md 36).
 #define XHC_UNROLL _Pragma("GCC unroll 16")
 
 namespace xhc::kernels::cpu::internal {
@@ -91,7 +92,7 @@ inline void PackRows(int rows, int rows_left, bool lead_in, const float* src, si
   const int full = cl / S::kL * S::kL;
   for (int i = 0; i < rows; ++i) {
     const float* s = src + i * ld;
-    if (i + kAhead < rows_left) PrefetchRows<S>(s + kAhead * ld, 0, cl, 0, 1);
+    if (i + kAhead < rows_left) PrefetchRows<S>(s, ld, cl, kAhead, kAhead + 1);
     float* d = dst + i * kDst;
     for (int c = 0; c < full; c += S::kL) S::StoreA(d + c, S::Load(s + c));
     if (full < cl) S::StoreA(d + full, S::LoadMasked(s + full, S::TailMask(cl - full)));
@@ -208,7 +209,7 @@ void PackDotRowsSimd(int R, int D, const float* W, size_t ldw, PackedBuffer* pac
   packed->assign(NumChunks(D, S::kDotChunk) * stride, 0.0f);
   for (int c0 = 0, k = 0; c0 < D; c0 += S::kDotChunk, ++k) {
     PackRows<S, S::kDotChunk>(R, R, true, W + c0, ldw, std::min(S::kDotChunk, D - c0),
-                           packed->data() + k * stride);
+                              packed->data() + k * stride);
   }
 }
 
