@@ -126,8 +126,12 @@ absl::Status HeadReduceBackwardWeights(const HeadParams& P, int n, int N, int C,
       galpha += cache.dz[q] * cache.rstd[tok] * cache.proj[q];
     }
   }
-  // weight (N, D) += A^T (N, n) . X (n, D): accumulate straight into the gradient.
-  cpu::DeterministicSgemm(true, false, N, D, n, A.data(), N, X, D, 1.0f, G.weight, D);
+  // weight (N, D) += A^T (N, n) . X (n, D), through the sublayers' weight-gradient kernel
+  // (AtXColumns: per element one running sum over the tokens in order, whatever the thread
+  // count); OpenBLAS ran this 16-row shape at about half its rate (PERF.md 42).
+  std::vector<float> tmp(static_cast<size_t>(N) * D);
+  cpu::AtXColumns(n, N, D, A.data(), X, D, tmp.data());
+  for (size_t q = 0; q < tmp.size(); ++q) G.weight[q] += tmp[q];
   for (int i = 0; i < N; ++i) {
     float b = 0;
     for (int tok = 0; tok < n; ++tok) b += cache.dz[static_cast<size_t>(tok) * N + i];
