@@ -83,8 +83,7 @@ class StageModelT {
   // the gradient of the state after the sublayer on entry, of its input on exit.
   absl::Status BackwardSublayer(MicrobatchState<T>* st, int sub_idx, T* dX, std::vector<T>* X);
   absl::StatusOr<double> ForwardHead(MicrobatchState<T>* st, const T* X, std::vector<T>* logits);
-  // Adds the head's gradient into dX (n, N, C), which must be zero on entry (the reference
-  // head kernel accumulates into it).
+  // Writes the head's gradient into every element of dX (n, N, C).
   absl::Status BackwardHead(MicrobatchState<T>* st, double loss_scale, T* dX);
 
   ModelConfig cfg_;
@@ -103,6 +102,11 @@ class StageModelT {
   size_t max_in_flight_ = 0;
   std::unique_ptr<MicrobatchState<T>> TakeState();
   void Recycle(std::unique_ptr<MicrobatchState<T>> st);
+  // BackwardInput's running copy of the state (rebuilt into each sublayer's input) and, on
+  // the first stage, the state's gradient: kept from one micro-batch to the next (2 x 32 MiB
+  // for xhc at d_model 512 and 1024 tokens), as mapping, faulting in and zero-filling them
+  // afresh cost ~15 ms per micro-batch on Zen 5 (PERF.md 43).
+  std::vector<T> bwd_X_, bwd_dX_;
   PhaseTimes* phases_ = nullptr;
   SublayerObserver observer_;
 };

@@ -126,26 +126,24 @@ absl::Status StageModelT<T>::BackwardInput(int mb, double loss_scale, const T* d
   }
   MicrobatchState<T>* st = it->second.get();
   // dX, the gradient of the state, lives in dx_in where the stage has one (a middle stage's
-  // caller may pass dx_out's buffer as dx_in: then nothing is copied), else in `own`.
+  // caller may pass dx_out's buffer as dx_in: then nothing is copied), else in bwd_dX_.
   const size_t size = static_cast<size_t>(StateElements(st->B));
-  std::vector<T> own;
   T* dX = dx_in;
   if (spec_.has_embed) {
     if (spec_.has_head) {
-      own.resize(size);  // zero, as BackwardHead needs it
+      bwd_dX_.resize(size);  // BackwardHead writes every element
     } else {
-      own.assign(dx_out, dx_out + size);  // not sized first: that would zero-fill it too
+      bwd_dX_.assign(dx_out, dx_out + size);
     }
-    dX = own.data();
-  } else if (spec_.has_head) {
-    std::fill_n(dX, size, T(0));
-  } else if (dX != dx_out) {
+    dX = bwd_dX_.data();
+  } else if (!spec_.has_head && dX != dx_out) {
     std::copy(dx_out, dx_out + size, dX);
   }
   if (spec_.has_head) RETURN_IF_ERROR(BackwardHead(st, loss_scale, dX));
-  std::vector<T> X = st->X_out;  // rebuilt into each sublayer's input on the way down
+  // Rebuilt into each sublayer's input on the way down (empty for vanilla).
+  bwd_X_.assign(st->X_out.begin(), st->X_out.end());
   for (int s = static_cast<int>(st->subs.size()) - 1; s >= 0; --s) {
-    RETURN_IF_ERROR(BackwardSublayer(st, s, dX, &X));
+    RETURN_IF_ERROR(BackwardSublayer(st, s, dX, &bwd_X_));
   }
   const int C = cfg_.d_model, N = cfg_.residual.n_streams, n = st->B * cfg_.seq_len;
   if (spec_.has_embed) {

@@ -2,7 +2,9 @@
 // handed from stage to stage by the caller, against the same model as one stage: the loss
 // and every gradient bit for bit, with the middle stage given separate buffers and running
 // in the buffer it received (Forward allows x_out == x_in and BackwardInput dx_in == dx_out,
-// as the worker passes them).
+// as the worker passes them). Warm runs first put another micro-batch (other tokens) through
+// the stages, so the measured one runs in buffers a finished micro-batch left behind (the
+// recycled state's X_out, BackwardInput's scratch) on every kind of stage.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -36,10 +38,10 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-class StageSplit : public ::testing::TestWithParam<std::tuple<Variant, bool>> {};
+class StageSplit : public ::testing::TestWithParam<std::tuple<Variant, bool, bool>> {};
 
 TEST_P(StageSplit, ThreeStagesMatchOneStageBitForBit) {
-  const auto [variant, in_place] = GetParam();
+  const auto [variant, in_place, warm] = GetParam();
   const ModelConfig cfg = Tiny(variant, /*n_layers=*/3);
   const int B = 2, n = B * cfg.seq_len;
   std::mt19937 rng(3);
@@ -65,16 +67,30 @@ TEST_P(StageSplit, ThreeStagesMatchOneStageBitForBit) {
   }
   const size_t size = static_cast<size_t>(stages[0]->StateElements(B));
   std::vector<float> x1(size), x2(size), g2(size), g1(size);
-  ASSERT_TRUE(stages[0]->Forward(0, B, tokens.data(), nullptr, nullptr, x1.data()).ok());
-  if (in_place) x2 = x1;  // the middle stage runs in the buffer it got, as the worker runs it
-  const float* x_mid = in_place ? x2.data() : x1.data();
-  ASSERT_TRUE(stages[1]->Forward(0, B, nullptr, nullptr, x_mid, x2.data()).ok());
-  const double loss = *stages[2]->Forward(0, B, nullptr, targets.data(), x2.data(), nullptr);
+  // Micro-batch mb of (tok, tgt) through the three stages: forward, then input gradients.
+  auto run = [&](int mb, const std::vector<int32_t>& tok, const std::vector<int32_t>& tgt,
+                 double* loss) {
+    ASSERT_TRUE(stages[0]->Forward(mb, B, tok.data(), nullptr, nullptr, x1.data()).ok());
+    if (in_place) x2 = x1;  // the middle stage runs in the buffer it got, as the worker does
+    const float* x_mid = in_place ? x2.data() : x1.data();
+    ASSERT_TRUE(stages[1]->Forward(mb, B, nullptr, nullptr, x_mid, x2.data()).ok());
+    *loss = *stages[2]->Forward(mb, B, nullptr, tgt.data(), x2.data(), nullptr);
+    ASSERT_TRUE(stages[2]->BackwardInput(mb, 1.0, nullptr, g2.data()).ok());
+    float* g_in = in_place ? g2.data() : g1.data();
+    ASSERT_TRUE(stages[1]->BackwardInput(mb, 1.0, g2.data(), g_in).ok());
+    ASSERT_TRUE(stages[0]->BackwardInput(mb, 1.0, g_in, nullptr).ok());
+  };
+  double loss = 0;
+  if (warm) {
+    ASSERT_NO_FATAL_FAILURE(run(1, targets, tokens, &loss));  // other tokens
+    for (int s = 0; s < 3; ++s) {
+      ASSERT_TRUE(stages[s]->BackwardWeight(1).ok());
+      ASSERT_EQ(stages[s]->NumSpare(), 1) << "stage " << s << " kept no state for reuse";
+      ps[s]->ZeroGrads();
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(run(0, tokens, targets, &loss));
   EXPECT_EQ(loss, full_loss);
-  ASSERT_TRUE(stages[2]->BackwardInput(0, 1.0, nullptr, g2.data()).ok());
-  float* g_in = in_place ? g2.data() : g1.data();
-  ASSERT_TRUE(stages[1]->BackwardInput(0, 1.0, g2.data(), g_in).ok());
-  ASSERT_TRUE(stages[0]->BackwardInput(0, 1.0, g_in, nullptr).ok());
   int compared = 0;
   for (int s = 0; s < 3; ++s) {
     ASSERT_TRUE(stages[s]->BackwardWeight(0).ok());
@@ -96,10 +112,11 @@ INSTANTIATE_TEST_SUITE_P(
         ::testing::Values(Variant{"vanilla", ResidualType::kVanilla, 1, {}},
                           Variant{"xhc", ResidualType::kXhc, 6, {2, 3}},
                           Variant{"xhc_flash2", ResidualType::kXhcFlash, 6, {2, 3}, 2}),
-        ::testing::Bool()),
+        ::testing::Bool(), ::testing::Bool()),
     [](const auto& info) {
       return std::string(std::get<0>(info.param).name) +
-             (std::get<1>(info.param) ? "_in_place" : "_own_buffer");
+             (std::get<1>(info.param) ? "_in_place" : "_own_buffer") +
+             (std::get<2>(info.param) ? "_warm" : "_fresh");
     });
 
 }  // namespace
