@@ -183,8 +183,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--steps must exceed --warmup\n");
     return 2;
   }
-  // The xhc binary beside this one in the runfiles (bazel run), else on the working dir.
-  std::string xhc = std::string(argv[0]) + ".runfiles/__main__/xhc";
-  if (!std::filesystem::exists(xhc)) xhc = "bazel-bin/xhc";
+  // The xhc binary beside this one in the runfiles (the workspace is named xhc; `bazel run`
+  // also starts in that directory), else the workspace's bazel-bin.
+  const std::string self = argv[0];
+  std::string xhc;
+  for (const std::string& c : {self + ".runfiles/xhc/xhc", self + ".runfiles/__main__/xhc",
+                               std::string("bazel-bin/xhc")}) {
+    if (std::filesystem::is_regular_file(c)) {
+      xhc = c;
+      break;
+    }
+  }
+  if (xhc.empty()) {
+    std::fprintf(stderr, "pipeline_bench: no xhc binary beside %s (runfiles) or in bazel-bin/; "
+                         "build it with: bazel build //:xhc\n", argv[0]);
+    return 2;
+  }
   return xhc::Main(o, std::filesystem::absolute(xhc).string());
 }
