@@ -108,8 +108,8 @@ absl::StatusOr<double> StageModelT<T>::RunForward(MicrobatchState<T>* st, int B,
   // then nothing is copied in), else in `own`.
   const bool in_x_out = !spec_.has_embed && !spec_.has_head;
   std::vector<T> own;
-  // A recycled state's buffer (Recycle hands the last X_out back in X_out): a fresh 32 MiB
-  // buffer costs ~8k page faults and a zero fill per micro-batch (xhc, 1024 tokens).
+  // A recycled state's buffer (Recycle hands the last X_out back in X_out), not a fresh one
+  // zero-filled for every micro-batch (32 MiB for xhc at 1024 tokens; PERF.md 43).
   if (!in_x_out) own.swap(st->X_out);
   T* X = x_out;
   if (spec_.has_embed) {
