@@ -31,6 +31,7 @@
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/xhc_bench_variants.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
+#include "base/cpu_info.h"
 #include "base/process_env.h"
 #include "third_party/openblas_cblas.h"
 
@@ -199,32 +200,6 @@ double Step(Sublayer& attn, Sublayer& mlp, Buffers& b, bool backward, bool ref) 
   const double seconds = Now() - t0 - (g_phases->copy - f_before);
   g_phases = saved;
   return seconds;
-}
-
-// /proc/cpuinfo's first "model name" and its "cpu family" / "model" numbers (Linux x86),
-// else "unknown": names the machine a JSON line was measured on (a VM may say only "AMD
-// EPYC"; family 25 is Zen 3, 26 Zen 5). JSON-safe: quotes and backslashes dropped.
-std::string CpuModelName() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, name, family, model;
-  auto value = [&line] {
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) return std::string();
-    const size_t start = std::min(line.size(), line.find_first_not_of(" \t", colon + 1));
-    std::string v;
-    for (char ch : line.substr(start)) {
-      if (ch != '"' && ch != '\\') v += ch;
-    }
-    return v;
-  };
-  while (std::getline(in, line) && !line.empty()) {  // the first processor's block
-    if (line.rfind("model name", 0) == 0) name = value();
-    if (line.rfind("cpu family", 0) == 0) family = value();
-    if (line.rfind("model\t", 0) == 0) model = value();
-  }
-  if (name.empty()) return "unknown";
-  if (family.empty() || model.empty()) return name;
-  return name + " (family " + family + " model " + model + ")";
 }
 
 double MemcpyGbps() {

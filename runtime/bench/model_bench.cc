@@ -30,7 +30,9 @@
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/nn/matmul.h"
 #include "runtime/common/config.h"
+#include "base/cpu_info.h"
 #include "base/process_env.h"
+#include "kernels/cpu/xhc/skinny_gemm_isa.h"
 #include "runtime/data/sampler.h"
 #include "runtime/model/stage.h"
 #include "runtime/train/optimizer.h"
@@ -190,8 +192,10 @@ int Main(const Options& o) {
         phase_json));
   }
   std::printf("{\"d_model\": %d, \"layers\": %d, \"seq\": %d, \"batch\": %d, \"rounds\": %d, "
-              "\"threads\": %d, \"blas_coretype\": \"%s\", \"sgemm_gflops\": %.1f, %s}\n",
+              "\"threads\": %d, \"cpu\": \"%s\", \"skinny_isa\": \"%s\", "
+              "\"blas_coretype\": \"%s\", \"sgemm_gflops\": %.1f, %s}\n",
               o.d_model, o.layers, o.seq, o.batch, o.rounds, omp_get_max_threads(),
+              CpuModelName().c_str(), kernels::cpu::ActiveSkinnyIsaName(),
               getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default", sgemm,
               absl::StrJoin(parts, ", ").c_str());
   return 0;

@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "base/cpu_info.h"
 #include "runtime/common/config.h"
 #include "runtime/study/bubbles.h"
 #include "runtime/study/measure.h"
@@ -180,10 +181,12 @@ int Main(const Options& o, const std::string& xhc) {
         schedule, Median(tps), Median(refs), efficiency, List(effs), bubble, target,
         efficiency >= target ? "true" : "false", List(exposed_median)));
   }
-  std::printf("{\"residual\": \"%s\", \"ranks\": 2, \"threads_per_rank\": 1, \"cores\": %ld, "
+  std::printf("{\"residual\": \"%s\", \"ranks\": 2, \"threads_per_rank\": 1, \"cpu\": \"%s\", "
+              "\"cores\": %ld, "
               "\"steps\": %d, \"warmup_steps\": %d, \"repeats\": %d, "
               "\"one_rank_tokens_per_s\": %.1f, \"schedules\": {%s}}\n",
-              o.residual.c_str(), sysconf(_SC_NPROCESSORS_ONLN), o.steps, o.warmup, o.repeats,
+              o.residual.c_str(), CpuModelName().c_str(), sysconf(_SC_NPROCESSORS_ONLN), o.steps,
+              o.warmup, o.repeats,
               Mean(one_rank), absl::StrJoin(rows, ", ").c_str());
   return 0;
 }
