@@ -31,6 +31,7 @@
 #include "kernels/cpu/nn/matmul.h"
 #include "runtime/common/config.h"
 #include "base/cpu_info.h"
+#include "base/median.h"
 #include "base/process_env.h"
 #include "kernels/cpu/xhc/skinny_gemm_isa.h"
 #include "runtime/data/sampler.h"
@@ -122,11 +123,6 @@ double SgemmGflops() {
     best = std::max(best, 2.0 * n * n * n / s / 1e9);
   }
   return best * omp_get_max_threads();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 int Main(const Options& o) {

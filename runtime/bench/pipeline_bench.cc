@@ -14,7 +14,6 @@
 //                                               [--repeats 1] [--out /tmp/xhc-pipeline-bench]
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "base/cpu_info.h"
+#include "base/median.h"
 #include "runtime/common/config.h"
 #include "runtime/study/bubbles.h"
 #include "runtime/study/measure.h"
@@ -120,13 +120,6 @@ double Mean(const std::vector<double>& v) {
   return v.empty() ? 0 : s / v.size();
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
-}
-
 std::string List(const std::vector<double>& v) {
   std::vector<std::string> parts;
   for (double x : v) parts.push_back(absl::StrFormat("%.4f", x));
@@ -144,7 +137,7 @@ int Main(const Options& o, const std::string& xhc) {
     std::vector<double> effs, refs, tps, bubbles;
     std::vector<std::vector<double>> exposed;  // per rank, one entry per pair
     std::string error;
-    for (int rep = 0; rep < o.repeats && error.empty(); ++rep) {
+    for (int rep = 0; rep < o.repeats; ++rep) {
       const std::string suffix = o.repeats > 1 ? absl::StrCat("_", rep) : "";
       const Measured base =
           RunOne(o, xhc, "1f1b", 1, absl::StrCat("one_rank_before_", schedule, suffix));
@@ -182,12 +175,10 @@ int Main(const Options& o, const std::string& xhc) {
         efficiency >= target ? "true" : "false", List(exposed_median)));
   }
   std::printf("{\"residual\": \"%s\", \"ranks\": 2, \"threads_per_rank\": 1, \"cpu\": \"%s\", "
-              "\"cores\": %ld, "
-              "\"steps\": %d, \"warmup_steps\": %d, \"repeats\": %d, "
+              "\"cores\": %ld, \"steps\": %d, \"warmup_steps\": %d, \"repeats\": %d, "
               "\"one_rank_tokens_per_s\": %.1f, \"schedules\": {%s}}\n",
               o.residual.c_str(), CpuModelName().c_str(), sysconf(_SC_NPROCESSORS_ONLN), o.steps,
-              o.warmup, o.repeats,
-              Mean(one_rank), absl::StrJoin(rows, ", ").c_str());
+              o.warmup, o.repeats, Mean(one_rank), absl::StrJoin(rows, ", ").c_str());
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "gloo/context.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "base/median.h"
 #include "runtime/transport/gloo_transport.h"
 #include "runtime/transport/memory_kv_store.h"
 
@@ -76,11 +77,6 @@ double TimeStream(GlooTransport& t, std::vector<float>& buffer, int iterations, 
   }
   if (!Check(t.Barrier(kTimeout))) return -1;
   return absl::ToDoubleSeconds(absl::Now() - start);
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 struct Result {

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/median.h"
 #include "gtest/gtest.h"
 #include "proto/xhc.grpc.pb.h"
 #include "tests/launch/tiny_job.h"
@@ -86,12 +87,6 @@ double CpuSeconds(int pid) {
     if (i == 14 || i == 15) ticks += std::atof(field.c_str());  // utime, stime
   }
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 int LastStep(const std::string& run) { return static_cast<int>(StepSeconds(run).size()); }
