@@ -3,7 +3,8 @@
 // 32: its map projections) and AxpyRows (the BackwardInput products), per path this CPU
 // supports, against OpenBLAS sgemm on 256-token blocks (the alternative of issue #12).
 // "stream": the token blocks walk a 4096-token state (memory-bound like the real pass);
-// "cached": the same block again and again; "packed-W": DotRows streaming with W packed once. Prints GFLOP/s, best of 5.
+// "cached": the same block again and again; "packed-W": DotRows streaming with W packed once
+// (the avx512 path transposes W: its unpacked calls pay that per call). Prints GFLOP/s, best of 5.
 //   bazel run //kernels/cpu/xhc:skinny_gemm_bench
 
 #include <algorithm>

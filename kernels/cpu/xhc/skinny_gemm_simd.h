@@ -17,10 +17,11 @@
 // accumulators already cover its FMA latency (2 pipes x 4 cycles), so it keeps the tiles
 // with twice the columns per vector. Tuning measurements: PERF.md.
 //
-// Sums: every DotRows output is kL partial sums (lane l takes columns c = l mod kL, c
-// increasing), added lane 0 first; AxpyRows' sum over r is r = 0, 1, ... from zero, then added
-// to out; AtXRows' elements are one running sum over t. All with FMA. So avx2 and avx512 agree
-// bit for bit in AxpyRows and AtXRows and differ in DotRows' last bits (8 vs 16 lanes).
+// Sums: a DotRows output is kL partial sums (lane l takes columns c = l mod kL, c
+// increasing), added lane 0 first, or on the broadcast paths (kDotByBroadcast: AVX-512) runs of
+// kDotRun columns added in order (below); AxpyRows' sum over r is r = 0, 1, ... from zero, then
+// added to out; AtXRows' elements are one running sum over t. All with FMA. So avx2 and avx512
+// agree bit for bit in AxpyRows and AtXRows and differ in DotRows' last bits.
 
 #include <algorithm>
 #include <cstring>
@@ -192,9 +193,117 @@ void DotRowsGroup(int nt, int R, int D, const float* X, size_t ldx, const float*
 
 inline size_t NumChunks(int D, int chunk) { return (D + chunk - 1) / chunk; }
 
+// DotRows by broadcasts (paths with S::kDotByBroadcast: AVX-512). The outputs' rows are the
+// vector lanes: W is packed transposed in passes of kPassRows = 2 kL rows (pass p's element
+// (c, r) at p * D * kPassRows + c * kPassRows + r, rows past R zero), and a tile of TN tokens
+// keeps TN x RV accumulators (RV = 2 vectors, or 1 for a last pass of <= kL rows) while it
+// walks kDotRun columns: per column RV loads of W and TN broadcasts of X for TN * RV FMAs, X's
+// rows read in place, in order (no packing, no lane reductions). With AVX-512's 32 registers
+// this runs near the FMA peak where the lane-split tiles above stayed at ~0.55 of it (Zen 5:
+// PERF.md 48); on AVX2 (16 registers, 8 lanes) the same scheme measured slower than them.
+// Sums: each output is runs of kDotRun terms (c increasing, FMA from zero), the runs added in
+// order; so it does not depend on the tile, block or thread either.
+constexpr int kDotRun = 512;  // a run's W rows (64 KiB) are read by every tile of the block
+
+template <class S>
+constexpr int DotPassRows() {
+  return 2 * S::kL;
+}
+
+// Columns [c0, c1) of TN tokens against the pass's packed rows Wt: tot (TN x RV vectors, row
+// stride DotPassRows) += the run's sums.
+template <class S, int RV, int TN>
+inline void DotRunTile(int c0, int c1, const float* X, size_t ldx, const float* Wt, float* tot) {
+  using V = typename S::V;
+  constexpr int kW = DotPassRows<S>();
+  V a[TN][RV];
+  XHC_UNROLL
+  for (int i = 0; i < TN; ++i)
+    XHC_UNROLL
+    for (int v = 0; v < RV; ++v) a[i][v] = S::Zero();
+  for (int c = c0; c < c1; ++c) {
+    V w[RV];
+    XHC_UNROLL
+    for (int v = 0; v < RV; ++v) w[v] = S::Pin(S::LoadA(Wt + static_cast<size_t>(c) * kW + v * S::kL));
+    XHC_UNROLL
+    for (int i = 0; i < TN; ++i) {
+      const V x = S::Bcast(X + i * ldx + c);
+      XHC_UNROLL
+      for (int v = 0; v < RV; ++v) a[i][v] = S::Fma(x, w[v], a[i][v]);
+    }
+  }
+  XHC_UNROLL
+  for (int i = 0; i < TN; ++i)
+    XHC_UNROLL
+    for (int v = 0; v < RV; ++v) {
+      float* t = tot + i * kW + v * S::kL;
+      S::StoreA(t, S::Add(S::LoadA(t), a[i][v]));
+    }
+}
+
+// Tokens [0, tn) of a run, tn <= kTile, in tiles of kTile tokens (the last one shorter).
+template <class S, int RV, int kTile>
+inline void DotRunTokens(int tn, int c0, int c1, const float* X, size_t ldx, const float* Wt,
+                         float* tot) {
+  if constexpr (kTile > 1) {
+    if (tn < kTile) return DotRunTokens<S, RV, kTile - 1>(tn, c0, c1, X, ldx, Wt, tot);
+  }
+  DotRunTile<S, RV, kTile>(c0, c1, X, ldx, Wt, tot);
+}
+
+// One pass (rows [0, rows) of the packed pass Wt, rows <= DotPassRows) for nt <= kMaxTokens.
+template <class S, int RV>
+void DotBcastPass(int nt, int rows, int D, const float* X, size_t ldx, const float* Wt,
+                  float* out, int ldo) {
+  constexpr int kW = DotPassRows<S>();
+  constexpr int kTile = 16 / RV;  // accumulators: 16 of the 32 registers
+  alignas(64) float tot[kMaxTokens * kW];
+  std::memset(tot, 0, sizeof(float) * nt * kW);
+  for (int c0 = 0; c0 < D; c0 += kDotRun) {
+    const int c1 = std::min(D, c0 + kDotRun);
+    for (int t0 = 0; t0 < nt; t0 += kTile) {
+      DotRunTokens<S, RV, kTile>(std::min(kTile, nt - t0), c0, c1, X + t0 * ldx, ldx, Wt,
+                                 tot + t0 * kW);
+    }
+  }
+  for (int t = 0; t < nt; ++t) std::memcpy(out + t * ldo, tot + t * kW, sizeof(float) * rows);
+}
+
+template <class S>
+void DotRowsBcastPacked(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
+                        float* out, int ldo) {
+  constexpr int kW = DotPassRows<S>();
+  for (int r0 = 0; r0 < R; r0 += kW) {
+    const int rows = std::min(kW, R - r0);
+    const float* wt = packed + static_cast<size_t>(r0) * D;  // pass r0 / kW
+    if (rows > S::kL) {
+      DotBcastPass<S, 2>(nt, rows, D, X, ldx, wt, out + r0, ldo);
+    } else {
+      DotBcastPass<S, 1>(nt, rows, D, X, ldx, wt, out + r0, ldo);
+    }
+  }
+}
+
+template <class S>
+void PackDotRowsBcast(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {
+  constexpr int kW = DotPassRows<S>();
+  const int passes = (R + kW - 1) / kW;
+  packed->assign(static_cast<size_t>(passes) * D * kW, 0.0f);
+  for (int r = 0; r < R; ++r) {
+    float* dst = packed->data() + static_cast<size_t>(r / kW) * D * kW + r % kW;
+    const float* src = W + r * ldw;
+    for (int c = 0; c < D; ++c) dst[static_cast<size_t>(c) * kW] = src[c];
+  }
+}
+
 template <class S>
 void DotRowsSimd(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
                  float* out, int ldo) {
+  if constexpr (S::kDotByBroadcast) {  // the packed call's sums: pack here, per call
+    thread_local PackedBuffer packed;
+    PackDotRowsBcast<S>(R, D, W, ldw, &packed);
+    return DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed.data(), out, ldo);
+  }
   for (int r0 = 0; r0 < R; r0 += kMaxR) {  // rows in groups of 32: each output's sum unchanged
     DotRowsGroup<S>(nt, std::min(kMaxR, R - r0), D, X, ldx, W + r0 * ldw, ldw, nullptr, 0,
                     out + r0, ldo);
@@ -202,9 +311,10 @@ void DotRowsSimd(int nt, int R, int D, const float* X, size_t ldx, const float* 
 }
 
 // Layout: chunk k (S::kDotChunk columns, zero-padded to a multiple of kL) of all R rows at
-// k * R * S::kDotChunk, row stride S::kDotChunk.
+// k * R * S::kDotChunk, row stride S::kDotChunk; the broadcast paths' layout is above.
 template <class S>
 void PackDotRowsSimd(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {
+  if constexpr (S::kDotByBroadcast) return PackDotRowsBcast<S>(R, D, W, ldw, packed);
   const size_t stride = static_cast<size_t>(R) * S::kDotChunk;
   packed->assign(NumChunks(D, S::kDotChunk) * stride, 0.0f);
   for (int c0 = 0, k = 0; c0 < D; c0 += S::kDotChunk, ++k) {
@@ -216,6 +326,7 @@ void PackDotRowsSimd(int R, int D, const float* W, size_t ldw, PackedBuffer* pac
 template <class S>
 void DotRowsPackedSimd(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                        float* out, int ldo) {
+  if constexpr (S::kDotByBroadcast) return DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed, out, ldo);
   const size_t stride = static_cast<size_t>(R) * S::kDotChunk;
   for (int r0 = 0; r0 < R; r0 += kMaxR) {
     DotRowsGroup<S>(nt, std::min(kMaxR, R - r0), D, X, ldx, nullptr, 0, packed + r0 * S::kDotChunk,
