@@ -220,24 +220,44 @@ XHC_CLONES std::pair<float, float> TokenProjCoefficients(const XhcDims& d, const
   return {a, b};
 }
 
-// xhc_flash counterpart of TokenProjCoefficients. Every sublayer of the window stashes its
-// read map's dz (d hpre_q,i = <du, X_q,i>, with X_q = X0 outside the active set and the
-// current active streams xa inside it); the entry (pos 0, last in backward) then forms the
-// coefficients of the one projection of X0: router (from the window's dp) and all w read maps.
+// xhc_flash counterpart of TokenProjCoefficients. The streams outside the active set are X0's
+// for the whole window, so a later sublayer q only stashes du_q and its read map's dz of the
+// active streams (d hpre_q,j = <du_q, Xa_j>, the current streams); the entry (pos 0, last in
+// backward) then forms every sublayer's dz of the other streams (<du_q, X0_i>) in its one pass
+// over X0, and the coefficients of the one projection of X0: router (from the window's dp) and
+// all w read maps.
 XHC_CLONES std::pair<float, float> TokenFlashProjCoefficients(
     const XhcDims& d, const XhcParams& P, const float* rowsum, const float* x0, const float* du,
     size_t tok, XhcCache* cache, float* zc) {
   const int N = d.N, k = d.k, C = d.C, D = d.D(), w = d.window, PW = N + w * N;
   FlashWindowT<float>& win = *cache->window;
   const int* idx = cache->idx.data() + tok * k;
-  const float* hpre = cache->hpre.data() + tok * N;
+  const float* xa = cache->xa.data() + tok * k * C;
+  if (d.pos != 0) {
+    const float* hq = win.hpre.data() + (tok * w + d.pos) * N;
+    float* dzq = win.dz_pre.data() + (tok * w + d.pos) * N;
+    for (int j = 0; j < k; ++j) {
+      const int i = idx[j];
+      dzq[i] = cpu::Dot(C, du, xa + j * C) * hq[i] * (1.0f - hq[i]);
+    }
+    std::memcpy(win.du.data() + (tok * w + d.pos) * C, du, sizeof(float) * C);
+    return {0.0f, 0.0f};
+  }
+  bool active[256] = {};
+  for (int j = 0; j < k; ++j) active[idx[j]] = true;
   float dh[256];
-  cpu::MultiDot(C, du, N, x0, C, dh);
-  for (int j = 0; j < k; ++j) dh[idx[j]] = cpu::Dot(C, du, cache->xa.data() + (tok * k + j) * C);
-  float* dzq = win.dz_pre.data() + (tok * w + d.pos) * N;
-  float* dzp = cache->dz_proj.data() + tok * 2 * N + N;
-  for (int i = 0; i < N; ++i) dzq[i] = dzp[i] = dh[i] * hpre[i] * (1.0f - hpre[i]);
-  if (d.pos != 0) return {0.0f, 0.0f};
+  for (int q = 0; q < w; ++q) {
+    const float* duq = q == 0 ? du : win.du.data() + (tok * w + q) * C;
+    const float* hq = win.hpre.data() + (tok * w + q) * N;
+    float* dzq = win.dz_pre.data() + (tok * w + q) * N;
+    cpu::MultiDot(C, duq, N, x0, C, dh);
+    if (q == 0) {
+      for (int j = 0; j < k; ++j) dh[idx[j]] = cpu::Dot(C, du, xa + j * C);
+    }
+    for (int i = 0; i < N; ++i) {
+      if (q == 0 || !active[i]) dzq[i] = dh[i] * hq[i] * (1.0f - hq[i]);
+    }
+  }
   const float rstd = win.rstd[tok];
   const float* proj = win.proj.data() + tok * PW;
   float a = 0, b = 0;
@@ -270,12 +290,22 @@ XHC_CLONES std::pair<float, float> TokenFlashProjCoefficients(
   return {a, b};
 }
 
-// Writes every stream of dX[tok] except the sgemm term: pass-through (inactive), mixing and
-// map gradients (active), dense read and the scalar corrections (all).
+// The reads of the streams outside the active set whose gradient a token's input pass adds:
+// the sublayer's own (xhc, mhc), none (a later sublayer of an xhc_flash window: those streams
+// are X0's, so the entry adds them), or every window sublayer's in order (the entry).
+struct InactiveReads {
+  int n = 0;
+  const float* du[8];  // d loss / d u_q (C)
+  const float* h[8];   // read map hpre_q (N)
+};
+
+// Writes every stream of dX[tok] except the sgemm term: pass-through plus the reads' dense-read
+// terms and the scalar corrections (inactive; untouched when `reads` is empty), and the own
+// dense read, the corrections, mixing and map gradients (active). row: C floats of scratch.
 XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, const float* x,
-                         const float* du, const float* dxa_maps, float corr_a,
-                         std::pair<float, float> ab, size_t tok, float* dxt, float* dA,
-                         bool prefetch_next) {
+                         const float* du, const InactiveReads& reads, const float* dxa_maps,
+                         float corr_a, std::pair<float, float> ab, size_t tok, float* dxt,
+                         float* dA, float* row, bool prefetch_next) {
   const int N = d.N, k = d.k, C = d.C, D = d.D();
   const int* idx = cache.idx.data() + tok * k;
   const float* hpre = cache.hpre.data() + tok * N;
@@ -288,6 +318,7 @@ XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, con
     std::memcpy(dA + j * C, dxt + idx[j] * C, sizeof(float) * C);
   }
   for (int i = 0; i < N; ++i) {
+    if (!active[i] && reads.n == 0) continue;
     float* __restrict dst = dxt + i * C;
     const float* __restrict xi = x + i * C;
     const float h = hpre[i];
@@ -300,8 +331,16 @@ XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, con
     }
     if (active[i]) {
       for (int c = 0; c < C; ++c) dst[c] = h * du[c] - a * xi[c] + b;
-    } else {
-      for (int c = 0; c < C; ++c) dst[c] += h * du[c] - a * xi[c] + b;
+    } else if (reads.n == 1) {
+      const float hr = reads.h[0][i];
+      const float* __restrict dr = reads.du[0];
+      for (int c = 0; c < C; ++c) dst[c] += hr * dr[c] - a * xi[c] + b;
+    } else {  // sum_q hpre_q,i du_q, q in order, then as above
+      float* __restrict sum = row;
+      const float h0 = reads.h[0][i];
+      for (int c = 0; c < C; ++c) sum[c] = h0 * reads.du[0][c];
+      for (int q = 1; q < reads.n; ++q) cpu::Axpy(C, reads.h[q][i], reads.du[q], sum);
+      for (int c = 0; c < C; ++c) dst[c] += sum[c] - a * xi[c] + b;
     }
   }
   for (int jj = 0; jj < k; ++jj) {
@@ -315,6 +354,22 @@ XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, con
     }
     for (int j = 0; j < k; ++j) cpu::Axpy(C, hres[j * k + jj], dA + j * C, dst);
   }
+}
+
+InactiveReads InactiveReadsOf(const XhcDims& d, const XhcCache& cache, size_t tok,
+                              const float* du) {
+  InactiveReads r;
+  if (!d.flash) {
+    r.n = 1, r.du[0] = du, r.h[0] = cache.hpre.data() + tok * d.N;
+  } else if (d.pos == 0) {
+    const FlashWindowT<float>& win = *cache.window;
+    r.n = d.window;
+    for (int q = 0; q < d.window; ++q) {
+      r.du[q] = q == 0 ? du : win.du.data() + (tok * d.window + q) * d.C;
+      r.h[q] = win.hpre.data() + (tok * d.window + q) * d.N;
+    }
+  }
+  return r;
 }
 
 // dX[tok] (D) += sum_r z_r W_r over the rows whose coefficient is nonzero: the router's rows,
@@ -341,6 +396,16 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
   if (cfg.type == ResidualType::kHc) return hc::BackwardInput(d, P, X_in, du, dX, cache);
   if (d.flash && !cache->window) return absl::FailedPreconditionError("xhc_flash: no window");
   const int n = cache->B * cache->T_len, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
+  if (d.flash && d.window > 8) return absl::InvalidArgumentError("xhc_flash: window > 8");
+  if (d.flash) {  // the later sublayers' du, for the entry (TokenFlashProjCoefficients)
+    std::vector<float>& win_du = cache->window->du;
+    const size_t size = static_cast<size_t>(n) * d.window * C;
+    if (d.pos == d.window - 1) win_du.resize(size);  // the window's first backward
+    if (win_du.size() != size) {
+      return absl::FailedPreconditionError(
+          "xhc_flash: a window's input backward runs from its last sublayer to its entry");
+    }
+  }
   // xhc_flash: only the window entry projects from the state (X0, for the whole window).
   const StackedWeights proj_w = !d.flash     ? StackProjection(d, P)
                                 : d.pos == 0 ? StackFlashProjection(d, P)
@@ -365,6 +430,7 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
   {
     std::vector<float> dA(static_cast<size_t>(Da)), dxa(static_cast<size_t>(kBlock) * Da);
     std::vector<float> zm(static_cast<size_t>(kBlock) * Q), zc(static_cast<size_t>(kBlock) * R);
+    std::vector<float> row(static_cast<size_t>(C));
     float corr_a[kBlock];
 #pragma omp for schedule(dynamic, 1)
     for (int blk = 0; blk < num_blocks; ++blk) {
@@ -381,9 +447,9 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
         const auto ab =
             d.flash ? TokenFlashProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off, dut, tok, cache, zct)
                     : TokenProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off, dut, tok, cache, zct);
-        TokenWriteInputGrad(d, *cache, X_in + off, du + static_cast<size_t>(tok) * C,
+        TokenWriteInputGrad(d, *cache, X_in + off, dut, InactiveReadsOf(d, *cache, tok, dut),
                             dxa.data() + static_cast<size_t>(i) * Da, corr_a[i], ab, tok,
-                            dX + off, dA.data(), i + 1 < nt);
+                            dX + off, dA.data(), row.data(), i + 1 < nt);
         TokenAddSparseRows(router_rows, D, zct, proj_w.w.data(), dX + off);
       }
       if (R > router_rows) {

@@ -100,8 +100,9 @@ struct XhcGradsT {
 // xhc_flash (spec 4.5): what the w sublayers of one window share, for one micro-batch. The
 // window entry's XhcPre fills the routing, the entry statistics and every sublayer's read map
 // (all from the entry state X0); the later sublayers' XhcPre read them. In backward, every
-// sublayer adds d loss / d p and its read map's dz here, and the entry's XhcBackwardInput
-// turns them into the gradient of X0; the weight passes read them afterwards.
+// sublayer adds d loss / d p and its read map's dz (the optimized path: of the active streams,
+// and its du) here, and the entry's XhcBackwardInput turns them into the gradient of X0; the
+// weight passes read them afterwards.
 template <typename T>
 struct FlashWindowT {
   int w = 0;                           // sublayers in the window
@@ -116,6 +117,9 @@ struct FlashWindowT {
   std::vector<T> dp;                   // (n, k) d loss / d p, summed over the window
   std::vector<T> dz_pre;               // (n, w, N) d loss / d read-map pre-activations
   std::vector<T> dz_router;            // (n, N) d loss / d router pre-activations
+  std::vector<T> du;                   // optimized path: (n, w, C) d loss / d u_q of the later
+                                       // sublayers, whose reads of the streams outside the
+                                       // active set (X0's) the entry's backward differentiates
   int entry_backward_done = 0;         // set by the entry's XhcBackwardInput
 };
 
