@@ -204,6 +204,13 @@ XHC_CLONES void TokenPost(const XhcConfig& cfg, const XhcDims& d, const float* c
 absl::Status FlashPre(const XhcDims& d, const XhcConfig& cfg, const XhcParams& P, int n,
                       const float* X, float* u, const StackedWeights& map_w, XhcCache* cache) {
   const int D = d.D(), Da = d.Da(), Q = d.Q(), PW = d.N + d.window * d.N;
+  if (d.pos == 0) {  // for the window's weight passes (xhc_weights.cc)
+    FlashWindowT<float>& win = *cache->window;
+    win.pre_alpha.resize(d.window);
+    for (int q = 0; q < d.window; ++q) win.pre_alpha[q] = P.window_pre_alpha[q][0];
+    std::vector<float>().swap(win.wgrad);
+    win.wgrad_taken = 0;
+  }
   const StackedWeights proj_w =
       d.pos == 0 ? StackFlashProjection(d, P) : StackedWeights();
   // Packed once here, read by every token block (skinny_gemm.h), as in XhcPre.

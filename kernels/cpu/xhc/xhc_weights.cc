@@ -20,36 +20,74 @@
 namespace xhc::kernels {
 namespace {
 
+// xhc_flash: the router and the w read maps of a window all project the entry state X0, so
+// the window's first weight pass forms the products of all of them, win.wgrad (N + w*N, D) =
+// A^T . X0 with A's rows stacked [router; pre_0; ..; pre_w-1] like win.proj, in ONE pass over
+// X0 instead of one per sublayer; each sublayer's pass takes its rows, the last frees them.
+// Each element is the same running sum over the tokens (AtXColumns) as its own sublayer's
+// product alone, and A's elements the same products of the same floats: the bits are unchanged.
+const float* WindowProjectionProducts(const XhcDims& d, const XhcCache& cache, const float* X0) {
+  FlashWindowT<float>& win = *cache.window;
+  const int n = cache.B * cache.T_len, N = d.N, D = d.D(), w = d.window, R = N + w * N;
+  if (win.wgrad.empty()) {
+    thread_local std::vector<float> A_s;
+    std::vector<float>& A = A_s;
+    A.resize(static_cast<size_t>(n) * R);
+    for (int tok = 0; tok < n; ++tok) {
+      float* a = A.data() + static_cast<size_t>(tok) * R;
+      const float* dzr = win.dz_router.data() + static_cast<size_t>(tok) * N;
+      for (int i = 0; i < N; ++i) a[i] = dzr[i] * win.rstd_ln[tok];
+      for (int q = 0; q < w; ++q) {
+        const float* dzp = win.dz_pre.data() + (static_cast<size_t>(tok) * w + q) * N;
+        for (int i = 0; i < N; ++i) a[N + q * N + i] = dzp[i] * win.pre_alpha[q] * win.rstd[tok];
+      }
+    }
+    win.wgrad.resize(static_cast<size_t>(R) * D);
+    cpu::AtXColumns(n, R, D, A.data(), X0, D, win.wgrad.data());
+  }
+  return win.wgrad.data();
+}
+
 // router.weight / pre.weight (+ biases, pre.alpha) from the stashed dz of the projections.
 void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_in,
                            const XhcCache& cache, const XhcGrads& G) {
   const int n = cache.B * cache.T_len, N = d.N, D = d.D();
   const int R = d.has_router ? 2 * N : N, off = d.has_router ? N : 0;
-  // Reused across calls (no page faults); references so OpenMP threads share them.
-  thread_local std::vector<float> A_s, tmp_s;
-  std::vector<float>& A = A_s;
-  std::vector<float>& tmp = tmp_s;
-  A.resize(static_cast<size_t>(n) * R), tmp.resize(static_cast<size_t>(R) * D);
   const float alpha = P.pre_alpha[0];
   float pre_alpha = 0;
   // dz of the read map: the cache's (xhc, mhc), or the window's (xhc_flash: complete only once
   // the window entry's input backward ran; X_in is then the entry state X0).
-  const FlashWindowT<float>* win = cache.window.get();
+  FlashWindowT<float>* win = cache.window.get();  // the window's products are freed here
   auto dz_pre = [&](int tok) {
     return d.flash ? win->dz_pre.data() + (static_cast<size_t>(tok) * d.window + d.pos) * N
                    : cache.dz_proj.data() + static_cast<size_t>(tok) * 2 * N + N;
   };
-  for (int tok = 0; tok < n; ++tok) {
-    const float* dz = cache.dz_proj.data() + static_cast<size_t>(tok) * 2 * N;
-    const float* dzp = dz_pre(tok);
-    float* a = A.data() + static_cast<size_t>(tok) * R;
-    for (int i = 0; i < N; ++i) {
-      if (d.has_router) a[i] = dz[i] * cache.rstd_ln[tok];  // d / d W of ln(x).W
-      a[off + i] = dzp[i] * alpha * cache.rstd[tok];         // d / d W of alpha rms(x).W
+  // The products A^T . X_in of the router rows (t_router) and the read-map rows (t_pre).
+  const float *t_router, *t_pre;
+  if (d.flash) {
+    const float* all = WindowProjectionProducts(d, cache, X_in);
+    t_router = all;
+    t_pre = all + static_cast<size_t>(N + d.pos * N) * D;
+  } else {
+    // Reused across calls (no page faults); references so OpenMP threads share them.
+    thread_local std::vector<float> A_s, tmp_s;
+    std::vector<float>& A = A_s;
+    std::vector<float>& tmp = tmp_s;
+    A.resize(static_cast<size_t>(n) * R), tmp.resize(static_cast<size_t>(R) * D);
+    for (int tok = 0; tok < n; ++tok) {
+      const float* dz = cache.dz_proj.data() + static_cast<size_t>(tok) * 2 * N;
+      const float* dzp = dz_pre(tok);
+      float* a = A.data() + static_cast<size_t>(tok) * R;
+      for (int i = 0; i < N; ++i) {
+        if (d.has_router) a[i] = dz[i] * cache.rstd_ln[tok];  // d / d W of ln(x).W
+        a[off + i] = dzp[i] * alpha * cache.rstd[tok];         // d / d W of alpha rms(x).W
+      }
     }
+    // tmp (R, D) = A^T (R, n) . X_in (n, D)
+    cpu::AtXColumns(n, R, D, A.data(), X_in, D, tmp.data());
+    t_router = tmp.data();
+    t_pre = tmp.data() + static_cast<size_t>(off) * D;
   }
-  // tmp (R, D) = A^T (R, n) . X_in (n, D)
-  cpu::AtXColumns(n, R, D, A.data(), X_in, D, tmp.data());
   for (int i = 0; i < N; ++i) {
     float bias = 0, corr = 0, galpha = 0;
     for (int tok = 0; tok < n; ++tok) {
@@ -57,18 +95,18 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
       const float* proj = cache.proj.data() + static_cast<size_t>(tok) * 2 * N;
       if (d.has_router) {
         bias += dz[i];
-        corr += A[static_cast<size_t>(tok) * R + i] * cache.mean[tok];  // ln subtracts mean
+        corr += dz[i] * cache.rstd_ln[tok] * cache.mean[tok];  // ln subtracts mean
       }
       galpha += dz_pre(tok)[i] * cache.rstd[tok] * proj[N + i];
     }
     if (d.has_router) {
       float* gw = G.router_weight + static_cast<size_t>(i) * D;
-      const float* t = tmp.data() + static_cast<size_t>(i) * D;
+      const float* t = t_router + static_cast<size_t>(i) * D;
       for (int c = 0; c < D; ++c) gw[c] += t[c] - corr;
       G.router_bias[i] += bias;
     }
     float* gw = G.pre_weight + static_cast<size_t>(i) * D;
-    const float* t = tmp.data() + static_cast<size_t>(off + i) * D;
+    const float* t = t_pre + static_cast<size_t>(i) * D;
     for (int c = 0; c < D; ++c) gw[c] += t[c];
     float pbias = 0;
     for (int tok = 0; tok < n; ++tok) pbias += dz_pre(tok)[i];
@@ -76,6 +114,10 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
     pre_alpha += galpha;
   }
   G.pre_alpha[0] += pre_alpha;  // once per call, like every other element
+  if (d.flash && ++win->wgrad_taken == d.window) {  // the window's last weight pass
+    std::vector<float>().swap(win->wgrad);
+    win->wgrad_taken = 0;
+  }
 }
 
 // res.* and post.* from the stashed dz of the map pre-activations.
