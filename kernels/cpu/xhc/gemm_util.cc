@@ -38,8 +38,9 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
 }
 
 void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out) {
-  // 384 columns (two AtXRows chunks) per block: 22 blocks at D = 8192 for 2 threads.
-  constexpr int kBlock = 384;
+  // 1152 columns (six AtXRows chunks) per block: 8 blocks at D = 8192 for 2 threads, each
+  // token's row read as a 4.5 KiB run (AtXRows walks the block's chunks per token block).
+  constexpr int kBlock = kAtXColumns;
   const int num_blocks = (D + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {

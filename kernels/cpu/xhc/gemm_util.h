@@ -23,6 +23,8 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
 // OpenMP threads. Each element is one running sum over the tokens in order, so the result
 // does not depend on the thread count (nor on the block size). Leaves OpenBLAS alone.
 void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out);
+// AtXColumns' column block: one AtXRows call each (its sums, R x kAtXColumns, stay in L2).
+constexpr int kAtXColumns = 1152;
 
 }  // namespace xhc::kernels::cpu
 

@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/xhc/gemm_util.h"
 #include "kernels/cpu/xhc/skinny_gemm.h"
 #include "third_party/openblas_cblas.h"
 
@@ -80,12 +81,18 @@ void Run() {
                   cs.name, SkinnyIsaName(isa), flops / dot_s / 1e9, flops / dot_c / 1e9,
                   flops / dot_p / 1e9, flops / axpy_s / 1e9, flops / axpy_c / 1e9);
     }
-    // Weight gradient tmp (R, D) = A^T (R, n) . X (n, D) over all tokens: AtXRows per path
+    // Weight gradient tmp (R, D) = A^T (R, n) . X (n, D) over all tokens: AtXRows per path,
+    // on AtXColumns' blocks,
     // against OpenBLAS on 512-column blocks (DeterministicSgemm's former form).
     std::vector<float> g(static_cast<size_t>(R) * D);
     for (SkinnyIsa isa : {SkinnyIsa::kAvx512, SkinnyIsa::kAvx2, SkinnyIsa::kGeneric}) {
       if (!SetSkinnyIsaForTesting(isa).ok()) continue;
-      const double atx = Seconds([&] { AtXRows(kTokens, R, D, A.data(), R, X.data(), D, g.data(), D); });
+      const double atx = Seconds([&] {  // in AtXColumns' column blocks, one thread
+        for (int c = 0; c < D; c += kAtXColumns) {
+          AtXRows(kTokens, R, std::min(kAtXColumns, D - c), A.data(), R, X.data() + c, D,
+                  g.data() + c, D);
+        }
+      });
       std::printf("%-5s %-8s AtXRows %6.1f GFLOP/s\n", cs.name, SkinnyIsaName(isa), flops / atx / 1e9);
     }
     const double atx_blas = Seconds([&] {

@@ -433,9 +433,9 @@ void AxpyRowsSimd(int nt, int R, int D, const float* A, int lda, const float* W,
 }
 
 // AtXRows (weight gradients, out (R, D) = A^T . X over n tokens). Columns in chunks of
-// kAtXChunk: the chunk's R x kAtXChunk running sums live in a contiguous buffer (out's rows
-// are D floats apart, the cache-set aliasing above), the tokens walk the chunk in blocks of
-// kAtXTokens whose X rows are packed first. Register tile: 4 rows x 3 vectors (12
+// kAtXChunk: each chunk's R x kAtXChunk running sums live in a contiguous buffer (out's rows
+// are D floats apart, the cache-set aliasing above), the tokens walk the chunks in blocks of
+// kAtXTokens whose X rows are packed first, chunk by chunk. Register tile: 4 rows x 3 vectors (12
 // accumulators, 3 X vectors, 1 broadcast A element), over the block's tokens in order: per
 // element one FMA per token, t increasing, whatever the chunking.
 // RN rows x CW vectors of the chunk's sums (row stride kAtXChunk) += the kt tokens of xp.
@@ -476,26 +476,30 @@ inline void AtXRowGroup(int kt, int padded, const float* A, int lda, const float
 template <class S>
 void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
                  float* out, size_t ldo) {
+  // Token blocks outer, the call's column chunks inner: a block's rows are read as runs of D
+  // columns (the caller's whole column range, e.g. 4 KiB), which the hardware prefetcher
+  // follows, instead of 768-byte runs one chunk at a time across all n tokens. The running
+  // sums of every chunk (R x D, padded per chunk) stay in L2 between the blocks.
+  const int chunks = (D + kAtXChunk - 1) / kAtXChunk;
+  const size_t chunk_stride = static_cast<size_t>(R) * kAtXChunk;
   thread_local std::vector<float, CacheLineAllocator<float>> acc_s;
-  acc_s.resize(static_cast<size_t>(R) * kAtXChunk);
-  float* acc = acc_s.data();
+  acc_s.assign(static_cast<size_t>(chunks) * chunk_stride, 0.0f);
   alignas(64) float xp[kAtXTokens * kAtXChunk];
-  for (int c0 = 0; c0 < D; c0 += kAtXChunk) {
-    const int cl = std::min(kAtXChunk, D - c0);
-    const int padded = PadToLanes<S>(cl);  // zero columns: sums of +0, never stored
-    for (int r = 0; r < R; ++r) std::memset(acc + r * kAtXChunk, 0, sizeof(float) * padded);
-    for (int t0 = 0; t0 < n; t0 += kAtXTokens) {
-      const int kt = std::min(kAtXTokens, n - t0);
-      PackRows<S, kAtXChunk>(kt, n - t0, false, X + t0 * ldx + c0, ldx, cl, xp);
-      const float* a = A + static_cast<size_t>(t0) * lda;
-      // The next block's rows (or the next chunk's first block) are requested while this one
-      // computes, a share per row group, so PackRows finds them in cache instead of waiting on
-      // each short run (its rows are N*C floats apart: no hardware prefetcher follows them).
-      const float* next = t0 + kt < n ? X + (t0 + kt) * ldx + c0
-                          : c0 + kAtXChunk < D ? X + c0 + kAtXChunk : nullptr;
-      const int next_rows =
-          t0 + kt < n ? std::min(kAtXTokens, n - t0 - kt) : std::min(kAtXTokens, n);
-      const int next_cl = t0 + kt < n ? cl : std::min(kAtXChunk, D - c0 - kAtXChunk);
+  for (int t0 = 0; t0 < n; t0 += kAtXTokens) {
+    const int kt = std::min(kAtXTokens, n - t0);
+    const float* a = A + static_cast<size_t>(t0) * lda;
+    for (int k = 0, c0 = 0; k < chunks; ++k, c0 += kAtXChunk) {
+      const int cl = std::min(kAtXChunk, D - c0);
+      const int padded = PadToLanes<S>(cl);  // zero columns: sums of +0, never stored
+      float* acc = acc_s.data() + k * chunk_stride;
+      PackRows<S, kAtXChunk>(kt, kt, false, X + t0 * ldx + c0, ldx, cl, xp);
+      // The next chunk's columns of this block (or the next block's first chunk) are
+      // requested while this one computes, a share per row group.
+      const bool last = k + 1 == chunks;
+      const float* next = !last ? X + t0 * ldx + c0 + kAtXChunk
+                          : t0 + kt < n ? X + (t0 + kt) * ldx : nullptr;
+      const int next_rows = !last ? kt : std::min(kAtXTokens, n - t0 - kt);
+      const int next_cl = !last ? std::min(kAtXChunk, D - c0 - kAtXChunk) : std::min(kAtXChunk, D);
       const int groups = (R + 3) / 4, per_group = (next_rows + groups - 1) / groups;
       int r0 = 0;
       for (int g = 0; r0 + 4 <= R; r0 += 4, ++g) {
@@ -513,8 +517,12 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
         default: break;
       }
     }
+  }
+  for (int k = 0, c0 = 0; k < chunks; ++k, c0 += kAtXChunk) {
+    const int cl = std::min(kAtXChunk, D - c0);
     for (int r = 0; r < R; ++r) {
-      std::memcpy(out + r * ldo + c0, acc + r * kAtXChunk, sizeof(float) * cl);
+      std::memcpy(out + r * ldo + c0, acc_s.data() + k * chunk_stride + r * kAtXChunk,
+                  sizeof(float) * cl);
     }
   }
 }
