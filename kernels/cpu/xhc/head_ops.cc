@@ -33,6 +33,55 @@ void ExpandBackward(int n, int N, int C, const float* dX, float* de) {
   }
 }
 
+namespace {
+
+// Token `tok` of the head's forward, its projection already in cache->proj: RMS factor, read
+// map, y[tok] = sum_i h_i X_i.
+XHC_CLONES void HeadReduceToken(const HeadParams& P, int N, int C, const float* X, int tok,
+                                float* y, HeadCache* cache) {
+  const int D = N * C;
+  const float* x = X + static_cast<size_t>(tok) * D;
+  double sum, sumsq;
+  cpu::SumSq(D, x, &sum, &sumsq);
+  const float r = static_cast<float>(1.0 / std::sqrt(sumsq / D + kNormEps));
+  cache->rstd[tok] = r;
+  float* __restrict yt = y + static_cast<size_t>(tok) * C;
+  std::memset(yt, 0, sizeof(float) * C);
+  for (int i = 0; i < N; ++i) {
+    const size_t q = static_cast<size_t>(tok) * N + i;
+    cache->h[q] = Sigmoid(P.alpha[0] * r * cache->proj[q] + P.bias[i]);
+    cpu::Axpy(C, cache->h[q], x + i * C, yt);
+  }
+}
+
+// Token `tok` of the head's input backward: its read map's dz (stashed for the weight pass),
+// the projection's left factor zc, and dX[tok] but the projection term.
+XHC_CLONES void HeadBackwardToken(const HeadParams& P, int N, int C, const float* X,
+                                  const float* dy, int tok, HeadCache* cache, float* zc,
+                                  float* dX) {
+  const int D = N * C;
+  const float* x = X + static_cast<size_t>(tok) * D;
+  const float* dyt = dy + static_cast<size_t>(tok) * C;
+  const float r = cache->rstd[tok];
+  float a = 0;
+  for (int i = 0; i < N; ++i) {
+    const size_t q = static_cast<size_t>(tok) * N + i;
+    const float h = cache->h[q];
+    cache->dz[q] = cpu::Dot(C, dyt, x + i * C) * h * (1.0f - h);
+    zc[q] = cache->dz[q] * P.alpha[0] * r;
+    a += zc[q] * cache->proj[q];
+  }
+  a *= r * r / D;  // rms backward: r^2 / D * sum dz (z - b), z - b = alpha r proj
+  for (int i = 0; i < N; ++i) {
+    const float h = cache->h[static_cast<size_t>(tok) * N + i];
+    float* __restrict dst = dX + static_cast<size_t>(tok) * D + i * C;
+    const float* __restrict xi = x + i * C;
+    for (int c = 0; c < C; ++c) dst[c] = h * dyt[c] - a * xi[c];
+  }
+}
+
+}  // namespace
+
 absl::Status HeadReduceForward(const HeadParams& P, int n, int N, int C, const float* X,
                                float* y, HeadCache* cache) {
   if (n <= 0 || N <= 0 || C <= 0 || !X || !y || !cache || !P.weight || !P.bias || !P.alpha) {
@@ -44,27 +93,15 @@ absl::Status HeadReduceForward(const HeadParams& P, int n, int N, int C, const f
   cache->h.resize(static_cast<size_t>(n) * N);
   cache->dz.resize(static_cast<size_t>(n) * N);
   const cpu::SkinnyWeights w = cpu::PackForDotRows(N, D, P.weight, D);
+  // One pass over the state: each block of kMaxTokens tokens (512 KiB at N*C = 8192) is
+  // projected, then reduced while it is still in L2.
   const int num_blocks = (n + cpu::kMaxTokens - 1) / cpu::kMaxTokens;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int t0 = blk * cpu::kMaxTokens, nt = std::min(cpu::kMaxTokens, n - t0);
     cpu::DotRows(nt, w, X + static_cast<size_t>(t0) * D, D,
                  cache->proj.data() + static_cast<size_t>(t0) * N, N);
-  }
-#pragma omp parallel for schedule(static)
-  for (int tok = 0; tok < n; ++tok) {
-    const float* x = X + static_cast<size_t>(tok) * D;
-    double sum, sumsq;
-    cpu::SumSq(D, x, &sum, &sumsq);
-    const float r = static_cast<float>(1.0 / std::sqrt(sumsq / D + kNormEps));
-    cache->rstd[tok] = r;
-    float* __restrict yt = y + static_cast<size_t>(tok) * C;
-    std::memset(yt, 0, sizeof(float) * C);
-    for (int i = 0; i < N; ++i) {
-      const size_t q = static_cast<size_t>(tok) * N + i;
-      cache->h[q] = Sigmoid(P.alpha[0] * r * cache->proj[q] + P.bias[i]);
-      cpu::Axpy(C, cache->h[q], x + i * C, yt);
-    }
+    for (int tok = t0; tok < t0 + nt; ++tok) HeadReduceToken(P, N, C, X, tok, y, cache);
   }
   return absl::OkStatus();
 }
@@ -84,24 +121,7 @@ absl::Status HeadReduceBackwardInput(const HeadParams& P, int n, int N, int C, c
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int t0 = blk * cpu::kMaxTokens, nt = std::min(cpu::kMaxTokens, n - t0);
     for (int tok = t0; tok < t0 + nt; ++tok) {
-      const float* x = X + static_cast<size_t>(tok) * D;
-      const float* dyt = dy + static_cast<size_t>(tok) * C;
-      const float r = cache->rstd[tok];
-      float a = 0;
-      for (int i = 0; i < N; ++i) {
-        const size_t q = static_cast<size_t>(tok) * N + i;
-        const float h = cache->h[q];
-        cache->dz[q] = cpu::Dot(C, dyt, x + i * C) * h * (1.0f - h);
-        zc[q] = cache->dz[q] * P.alpha[0] * r;
-        a += zc[q] * cache->proj[q];
-      }
-      a *= r * r / D;  // rms backward: r^2 / D * sum dz (z - b), z - b = alpha r proj
-      for (int i = 0; i < N; ++i) {
-        const float h = cache->h[static_cast<size_t>(tok) * N + i];
-        float* __restrict dst = dX + static_cast<size_t>(tok) * D + i * C;
-        const float* __restrict xi = x + i * C;
-        for (int c = 0; c < C; ++c) dst[c] = h * dyt[c] - a * xi[c];
-      }
+      HeadBackwardToken(P, N, C, X, dy, tok, cache, zc.data(), dX);
     }
     // dX += zc (nt, N) . W (N, D)
     cpu::AxpyRows(nt, N, D, zc.data() + static_cast<size_t>(t0) * N, N, P.weight, D,
