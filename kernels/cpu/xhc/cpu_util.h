@@ -186,6 +186,11 @@ XHC_INLINE void PrefetchSpan(int n, const float* p) {
   for (int c = 0; c < n; c += 16) __builtin_prefetch(p + c, 0, 3);
 }
 
+// The same, for lines about to be written (prefetchw: fetched for ownership).
+XHC_INLINE void PrefetchSpanForWrite(int n, const float* p) {
+  for (int c = 0; c < n; c += 16) __builtin_prefetch(p + c, 1, 3);
+}
+
 // y += a * x
 XHC_INLINE void Axpy(int n, float a, const float* __restrict x, float* __restrict y) {
   for (int c = 0; c < n; ++c) y[c] += a * x[c];

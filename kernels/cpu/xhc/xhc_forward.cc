@@ -171,7 +171,7 @@ XHC_CLONES void BlockMixMaps(const XhcConfig& cfg, const XhcDims& d, const XhcPa
 // Per token: temporal augmentation, then mix + write + scatter into X (in place).
 XHC_CLONES void TokenPost(const XhcConfig& cfg, const XhcDims& d, const float* const* conv_w,
                           const float* out, float* X, int T, int tok, float* g,
-                          XhcCache* cache) {
+                          XhcCache* cache, bool prefetch_next) {
   const int k = d.k, K = d.K, C = d.C, D = d.D();
   const int t = tok % T;
   float* v = cache->aug.data() + static_cast<size_t>(tok) * K * C;  // aug (K, C)
@@ -184,6 +184,15 @@ XHC_CLONES void TokenPost(const XhcConfig& cfg, const XhcDims& d, const float* c
   const float* hres = cache->hres.data() + static_cast<size_t>(tok) * k * k;
   const float* hpost = cache->hpost.data() + static_cast<size_t>(tok) * k * K;
   const float* xa = cache->xa.data() + static_cast<size_t>(tok) * k * C;
+  // The next token's destination streams: k runs of C floats N*C apart, the pass's only
+  // misses (perf: most of TokenPost's time waits on their first write); requested for
+  // ownership now, they arrive while this token computes.
+  if (prefetch_next) {
+    for (int j = 0; j < k; ++j) {
+      cpu::PrefetchSpanForWrite(C, X + static_cast<size_t>(tok + 1) * D +
+                                       cache->idx[static_cast<size_t>(tok + 1) * k + j] * C);
+    }
+  }
   for (int j = 0; j < k; ++j) {
     float* __restrict dst = X + static_cast<size_t>(tok) * D +
                             cache->idx[static_cast<size_t>(tok) * k + j] * C;
@@ -294,7 +303,9 @@ absl::Status XhcPost(const XhcConfig& cfg, const XhcParams& P, const float* out,
   {
     std::vector<float> g(static_cast<size_t>(d.r) * C + 1);
 #pragma omp for schedule(dynamic, 16)
-    for (int tok = 0; tok < n; ++tok) TokenPost(cfg, d, conv_w, out, X, T, tok, g.data(), cache);
+    for (int tok = 0; tok < n; ++tok) {
+      TokenPost(cfg, d, conv_w, out, X, T, tok, g.data(), cache, tok + 1 < n);
+    }
   }
   return absl::OkStatus();
 }
