@@ -194,8 +194,8 @@ void DotRowsGroup(int nt, int R, int D, const float* X, size_t ldx, const float*
 inline size_t NumChunks(int D, int chunk) { return (D + chunk - 1) / chunk; }
 
 // DotRows by broadcasts (paths with S::kDotByBroadcast: AVX-512). The outputs' rows are the
-// vector lanes: W is packed transposed in passes of kPassRows = 2 kL rows (pass p's element
-// (c, r) at p * D * kPassRows + c * kPassRows + r, rows past R zero), and a tile of TN tokens
+// vector lanes: W is packed transposed in passes of P = DotPassRows() = 2 kL rows (pass p's
+// element (c, r) at p * D * P + c * P + r, rows past R zero), and a tile of TN tokens
 // keeps TN x RV accumulators (RV = 2 vectors, or 1 for a last pass of <= kL rows) while it
 // walks kDotRun columns: per column RV loads of W and TN broadcasts of X for TN * RV FMAs, X's
 // rows read in place, in order (no packing, no lane reductions). With AVX-512's 32 registers
@@ -224,7 +224,9 @@ inline void DotRunTile(int c0, int c1, const float* X, size_t ldx, const float* 
   for (int c = c0; c < c1; ++c) {
     V w[RV];
     XHC_UNROLL
-    for (int v = 0; v < RV; ++v) w[v] = S::Pin(S::LoadA(Wt + static_cast<size_t>(c) * kW + v * S::kL));
+    for (int v = 0; v < RV; ++v) {
+      w[v] = S::Pin(S::LoadA(Wt + static_cast<size_t>(c) * kW + v * S::kL));
+    }
     XHC_UNROLL
     for (int i = 0; i < TN; ++i) {
       const V x = S::Bcast(X + i * ldx + c);
@@ -326,7 +328,9 @@ void PackDotRowsSimd(int R, int D, const float* W, size_t ldw, PackedBuffer* pac
 template <class S>
 void DotRowsPackedSimd(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                        float* out, int ldo) {
-  if constexpr (S::kDotByBroadcast) return DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed, out, ldo);
+  if constexpr (S::kDotByBroadcast) {
+    return DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed, out, ldo);
+  }
   const size_t stride = static_cast<size_t>(R) * S::kDotChunk;
   for (int r0 = 0; r0 < R; r0 += kMaxR) {
     DotRowsGroup<S>(nt, std::min(kMaxR, R - r0), D, X, ldx, nullptr, 0, packed + r0 * S::kDotChunk,
@@ -435,9 +439,9 @@ void AxpyRowsSimd(int nt, int R, int D, const float* A, int lda, const float* W,
 // AtXRows (weight gradients, out (R, D) = A^T . X over n tokens). Columns in chunks of
 // kAtXChunk: each chunk's R x kAtXChunk running sums live in a contiguous buffer (out's rows
 // are D floats apart, the cache-set aliasing above), the tokens walk the chunks in blocks of
-// kAtXTokens whose X rows are packed first, chunk by chunk. Register tile: 4 rows x 3 vectors (12
-// accumulators, 3 X vectors, 1 broadcast A element), over the block's tokens in order: per
-// element one FMA per token, t increasing, whatever the chunking.
+// kAtXTokens whose X rows are packed first, chunk by chunk. Register tile: 4 rows x 3 vectors
+// (12 accumulators, 3 X vectors, 1 broadcast A element), over the block's tokens in order:
+// per element one FMA per token, t increasing, whatever the chunking.
 // RN rows x CW vectors of the chunk's sums (row stride kAtXChunk) += the kt tokens of xp.
 template <class S, int RN, int CW>
 inline void AtXTile(int kt, const float* A, int lda, const float* xp, float* acc) {

@@ -121,7 +121,7 @@ struct FlashWindowT {
                                        // sublayers, whose reads of the streams outside the
                                        // active set (X0's) the entry's backward differentiates
   std::vector<T> pre_alpha;            // optimized path: (w) pre.alpha of each sublayer
-  std::vector<float> wgrad;            // optimized path: (N + w*N, D) the projections'
+  std::vector<T> wgrad;                // optimized path: (N + w*N, D) the projections'
   int wgrad_taken = 0;                 // weight-gradient products, until all w took theirs
   int entry_backward_done = 0;         // set by the entry's XhcBackwardInput
 };
