@@ -1,6 +1,7 @@
 #!/bin/bash
 # model_bench at a tiny size: its JSON names the CPU and the skinny-GEMM path that really ran
-# (forced here, so a hard-coded name would fail), and every variant asked for has a row.
+# (forced here, so a hard-coded name would fail), and every variant asked for has a row with
+# its ratios.
 set -euo pipefail
 bench=runtime/bench/model_bench
 for isa in generic avx2; do
@@ -14,5 +15,6 @@ for isa in generic avx2; do
   grep -q "\"skinny_isa\": \"$isa\"" <<<"$out" || { echo "FAIL: skinny_isa is not $isa"; exit 1; }
   grep -Eq '"cpu": "[^"]+"' <<<"$out" || { echo "FAIL: no cpu name"; exit 1; }
   grep -q '"xhc": {"step_ms"' <<<"$out" || { echo "FAIL: no xhc row"; exit 1; }
+  grep -Eq '"xhc": \{[^}]*"best_vs_vanilla": [0-9.]+' <<<"$out" || { echo "FAIL: no best ratio"; exit 1; }
 done
 echo PASS
