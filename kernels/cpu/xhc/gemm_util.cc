@@ -38,13 +38,13 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
 }
 
 void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out) {
-  // 1152 columns (six AtXRows chunks) per block: 8 blocks at D = 8192 for 2 threads, each
-  // token's row read as a 4.5 KiB run (AtXRows walks the block's chunks per token block).
-  constexpr int kBlock = kAtXColumns;
-  const int num_blocks = (D + kBlock - 1) / kBlock;
+  // kAtXColumns = 1152 columns (six AtXRows chunks) per block: 8 blocks at D = 8192 for 2
+  // threads, each token's row read as a 4.5 KiB run (AtXRows walks the block's chunks per
+  // token block).
+  const int num_blocks = (D + kAtXColumns - 1) / kAtXColumns;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
-    const int s = blk * kBlock, len = std::min(kBlock, D - s);
+    const int s = blk * kAtXColumns, len = std::min(kAtXColumns, D - s);
     AtXRows(n, R, len, A, R, X + s, ldx, out + s, D);
   }
 }

@@ -81,13 +81,13 @@ void Run() {
                   cs.name, SkinnyIsaName(isa), flops / dot_s / 1e9, flops / dot_c / 1e9,
                   flops / dot_p / 1e9, flops / axpy_s / 1e9, flops / axpy_c / 1e9);
     }
-    // Weight gradient tmp (R, D) = A^T (R, n) . X (n, D) over all tokens: AtXRows per path,
-    // on AtXColumns' blocks,
-    // against OpenBLAS on 512-column blocks (DeterministicSgemm's former form).
+    // Weight gradient tmp (R, D) = A^T (R, n) . X (n, D) over all tokens: AtXRows per path on
+    // AtXColumns' column blocks, against OpenBLAS on 512-column blocks (DeterministicSgemm's
+    // former form).
     std::vector<float> g(static_cast<size_t>(R) * D);
     for (SkinnyIsa isa : {SkinnyIsa::kAvx512, SkinnyIsa::kAvx2, SkinnyIsa::kGeneric}) {
       if (!SetSkinnyIsaForTesting(isa).ok()) continue;
-      const double atx = Seconds([&] {  // in AtXColumns' column blocks, one thread
+      const double atx = Seconds([&] {  // one thread
         for (int c = 0; c < D; c += kAtXColumns) {
           AtXRows(kTokens, R, std::min(kAtXColumns, D - c), A.data(), R, X.data() + c, D,
                   g.data() + c, D);
