@@ -8,9 +8,9 @@
 // Also: blas_coretype (the bench re-execs with OPENBLAS_CORETYPE, see main), the machine
 // (cpu_model from /proc/cpuinfo, cpu_isas: the skinny GEMM paths it supports, skinny_isa: the
 // one that ran, XHC_CPU_ISA forces it; kernels/cpu/xhc/skinny_gemm_isa.h), wall and CPU time
-// per fused phase (phase_ms, phase_cpu_ms), --no_reference for quick runs. How to compare
-// versions on this noisy shared machine, and the tuning log (predictions vs measurements):
-// kernels/cpu/xhc/PERF.md.
+// per fused phase (phase_ms, phase_cpu_ms), --no_reference for quick runs, --rounds R (best
+// of R timed steps, default 5; more for a profile). How to compare versions on this noisy
+// shared machine, and the tuning log (predictions vs measurements): kernels/cpu/xhc/PERF.md.
 
 #include <omp.h>
 #include <stdlib.h>
@@ -20,6 +20,7 @@
 #include <chrono>
 #include <ctime>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -42,6 +43,7 @@ constexpr int kN = 16, kK = 4, kM = 2;
 // The shape: 4 x 1024 tokens at C = 1024 (the committed bench shape), or with `--shape model`
 // model_bench's default sublayer, 4 x 256 tokens at d_model 512 (set once in main).
 int g_B = 4, g_T = 1024, g_C = 1024;
+int g_rounds = 5;  // --rounds R: best of R timed steps (more for a steady-state profile)
 size_t Tokens() { return static_cast<size_t>(g_B) * g_T; }
 
 double Now() {
@@ -252,8 +254,10 @@ int Main(bool json, bool run_reference) {
   Step(attn, mlp, b, true, false);  // warm-up (allocations, page faults)
   double fwd = 1e9, fwdbwd = 1e9;
   Phases best, best_cpu;
-  for (int it = 0; it < 5; ++it) reset(), fwd = std::min(fwd, Step(attn, mlp, b, false, false));
-  for (int it = 0; it < 5; ++it) {  // best of 5: the machine is shared and noisy
+  for (int it = 0; it < g_rounds; ++it) {
+    reset(), fwd = std::min(fwd, Step(attn, mlp, b, false, false));
+  }
+  for (int it = 0; it < g_rounds; ++it) {  // best of R: the machine is shared and noisy
     reset();
     Phases ph, cpu;
     g_phases = &ph, g_cpu = &cpu;
@@ -313,6 +317,13 @@ int main(int argc, char** argv) {
     json |= std::strcmp(argv[i], "--json") == 0;
     run_reference &= std::strcmp(argv[i], "--no_reference") != 0;
     if (std::strcmp(argv[i], "--residual") == 0 && i + 1 < argc) residual = argv[++i];
+    if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+      xhc::kernels::g_rounds = std::atoi(argv[++i]);
+      if (xhc::kernels::g_rounds < 1) {
+        std::fprintf(stderr, "xhc_bench: --rounds: expected a positive count\n");
+        return 2;
+      }
+    }
     if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
       const std::string shape = argv[++i];
       if (shape == "model") {
