@@ -407,6 +407,24 @@ TEST(XhcOpsPropertiesTest, XhcWithAllStreamsFixedEqualsMhc) {
   for (float g : ox.grads.Get("router.weight")) ASSERT_EQ(g, 0.0f);  // p = 1: no router grad
 }
 
+// C = 300: the conv weight sums in two channel blocks (256 + a ragged 44, xhc_weights.cc),
+// each in its own buffer, against the reference; and bit-identical for 1 and 2 threads.
+TEST(XhcOpsTest, ConvWeightsOverSeveralChannelBlocks) {
+  const uint64_t seed = xhc::testing::TestSeed();
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  const XhcConfig cfg = MakeCfg(4, 2, 1, true, {3, 6});
+  const int B = 2, T = 9, C = 300;
+  CompareCase({cfg, B, T, C}, seed);
+  FloatProblem pb(cfg, B, T, C, seed);
+  omp_set_num_threads(1);
+  auto o1 = RunSublayer<OptImpl>(cfg, B, T, C, pb.params, pb.X, pb.a, pb.b, pb.G);
+  omp_set_num_threads(2);
+  auto o2 = RunSublayer<OptImpl>(cfg, B, T, C, pb.params, pb.X, pb.a, pb.b, pb.G);
+  for (const char* name : {"conv.0.weight", "conv.1.weight"}) {
+    EXPECT_EQ(o1.grads.Get(name), o2.grads.Get(name)) << name;
+  }
+}
+
 TEST(XhcOpsPropertiesTest, BitIdenticalAcrossThreadCountsAndGradsAccumulate) {
   const XhcConfig cfg = MakeCfg(16, 4, 2, true, {4, 8, 12});
   const int B = 3, T = 17, C = 40;

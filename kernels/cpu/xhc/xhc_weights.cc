@@ -12,6 +12,7 @@
 #include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/gemm_util.h"
 #include "kernels/cpu/xhc/hc_ops.h"
+#include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_stack.h"
@@ -158,19 +159,28 @@ void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
 
 // One channel block [c0, c1) of the conv weight sums, tokens in order (per element; the
 // convolutions j share the token walk, so each token's dg rows and the out rows it reads are
-// fetched once for all j).
+// fetched once for all j). sums: the block's own, [tap of all j in order][c1 - c0].
 XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0, int c1,
-                                std::vector<std::vector<float>>* sums) {
-  const int T = cache.T_len, n = cache.B * T, C = d.C, K = d.K;
+                                float* sums) {
+  const int T = cache.T_len, n = cache.B * T, C = d.C, K = d.K, w = c1 - c0;
   for (int tok = 0; tok < n; ++tok) {
     const int t = tok % T;
-    for (int j = 0; j < d.r; ++j) {
-      const float* __restrict dg = cache.dg.data() + (static_cast<size_t>(tok) * d.r + j) * C;
-      for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
-        const float* __restrict out = cache.aug.data() + static_cast<size_t>(tok - tau) * K * C;
-        float* __restrict gw = (*sums)[j].data() + tau * C;
-        for (int c = c0; c < c1; ++c) gw[c] += dg[c] * out[c];
+    if (tok + 2 < n) {  // the rows two tokens on: each token's dg rows and out row are new
+      for (int j = 0; j < d.r; ++j) {
+        cpu::PrefetchSpan(w, cache.dg.data() + (static_cast<size_t>(tok + 2) * d.r + j) * C + c0);
       }
+      cpu::PrefetchSpan(w, cache.aug.data() + static_cast<size_t>(tok + 2) * K * C + c0);
+    }
+    float* __restrict gj = sums;
+    for (int j = 0; j < d.r; ++j) {
+      const float* __restrict dg =
+          cache.dg.data() + (static_cast<size_t>(tok) * d.r + j) * C + c0;
+      for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
+        const float* __restrict out = cache.aug.data() + static_cast<size_t>(tok - tau) * K * C + c0;
+        float* __restrict gw = gj + static_cast<size_t>(tau) * w;
+        for (int c = 0; c < w; ++c) gw[c] += dg[c] * out[c];
+      }
+      gj += static_cast<size_t>(d.kernels[j]) * w;
     }
   }
 }
@@ -183,17 +193,28 @@ void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G)
   // 64 every block walked all tokens in 256-byte pieces, a cache miss each: PERF.md, 14).
   constexpr int kBlock = 256;
   const int num_blocks = (C + kBlock - 1) / kBlock;
+  int taps = 0;
+  for (int j = 0; j < d.r; ++j) taps += d.kernels[j];
   // This micro-batch's sum is formed apart, then added: accumulation across calls is then
-  // one rounding per call, as for the other parameters.
-  std::vector<std::vector<float>> sums(d.r);
-  for (int j = 0; j < d.r; ++j) sums[j].assign(static_cast<size_t>(d.kernels[j]) * C, 0.0f);
+  // one rounding per call, as for the other parameters. Each block sums into its own
+  // cache-line-aligned part: in one shared [tap][C] array two blocks met inside a cache line
+  // on every tap row, which the threads then passed back and forth per token (PERF.md, 56).
+  const size_t part = (static_cast<size_t>(taps) * kBlock + 15) / 16 * 16;
+  std::vector<float, cpu::CacheLineAllocator<float>> sums(part * num_blocks, 0.0f);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
-    ConvWeightBlock(d, cache, c0, c1, &sums);
+    ConvWeightBlock(d, cache, c0, c1, sums.data() + part * blk);
   }
-  for (int j = 0; j < d.r; ++j) {
-    for (size_t e = 0; e < sums[j].size(); ++e) G.conv_weight[j][e] += sums[j][e];
+  for (int blk = 0; blk < num_blocks; ++blk) {
+    const int c0 = blk * kBlock, w = std::min(C, c0 + kBlock) - c0;
+    const float* gj = sums.data() + part * blk;
+    for (int j = 0; j < d.r; ++j) {
+      for (int tau = 0; tau < d.kernels[j]; ++tau, gj += w) {
+        float* dst = G.conv_weight[j] + static_cast<size_t>(tau) * C + c0;
+        for (int c = 0; c < w; ++c) dst[c] += gj[c];
+      }
+    }
   }
 }
 
