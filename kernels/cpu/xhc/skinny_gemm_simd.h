@@ -196,7 +196,7 @@ inline size_t NumChunks(int D, int chunk) { return (D + chunk - 1) / chunk; }
 // DotRows by broadcasts (paths with S::kDotByBroadcast: AVX-512). The outputs' rows are the
 // vector lanes: W is packed transposed in passes of P = DotPassRows() = 2 kL rows (pass p's
 // element (c, r) at p * D * P + c * P + r, rows past R zero), and a tile of TN tokens
-// keeps TN x RV accumulators (RV = 2 vectors, or 1 for a last pass of <= kL rows) while it
+// keeps TN x RV accumulators (RV = 1-3 vectors, DotRowsBcastPacked) while it
 // walks kDotRun columns: per column RV loads of W and TN broadcasts of X for TN * RV FMAs, X's
 // rows read in place, in order (no packing, no lane reductions). With AVX-512's 32 registers
 // this runs near the FMA peak where the lane-split tiles above stayed at ~0.55 of it (Zen 5:
@@ -210,10 +210,11 @@ constexpr int DotPassRows() {
   return 2 * S::kL;
 }
 
-// Columns [c0, c1) of TN tokens against the pass's packed rows Wt: tot (TN x RV vectors, row
-// stride DotPassRows) += the run's sums.
+// Columns [c0, c1) of TN tokens against RV vectors of packed rows from Wt on (vector v: pass
+// v / 2, half v % 2; a 3-vector tile spans two passes): tot (TN x RV vectors) += the run's sums.
 template <class S, int RV, int TN>
-inline void DotRunTile(int c0, int c1, const float* X, size_t ldx, const float* Wt, float* tot) {
+inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const float* Wt,
+                       float* tot) {
   using V = typename S::V;
   constexpr int kW = DotPassRows<S>();
   V a[TN][RV];
@@ -225,7 +226,8 @@ inline void DotRunTile(int c0, int c1, const float* X, size_t ldx, const float* 
     V w[RV];
     XHC_UNROLL
     for (int v = 0; v < RV; ++v) {
-      w[v] = S::Pin(S::LoadA(Wt + static_cast<size_t>(c) * kW + v * S::kL));
+      const size_t pass = static_cast<size_t>(v / 2) * D * kW;
+      w[v] = S::Pin(S::LoadA(Wt + pass + static_cast<size_t>(c) * kW + (v % 2) * S::kL));
     }
     XHC_UNROLL
     for (int i = 0; i < TN; ++i) {
@@ -238,51 +240,58 @@ inline void DotRunTile(int c0, int c1, const float* X, size_t ldx, const float* 
   for (int i = 0; i < TN; ++i)
     XHC_UNROLL
     for (int v = 0; v < RV; ++v) {
-      float* t = tot + i * kW + v * S::kL;
+      float* t = tot + (i * RV + v) * S::kL;
       S::StoreA(t, S::Add(S::LoadA(t), a[i][v]));
     }
 }
 
 // Tokens [0, tn) of a run, tn <= kTile, in tiles of kTile tokens (the last one shorter).
 template <class S, int RV, int kTile>
-inline void DotRunTokens(int tn, int c0, int c1, const float* X, size_t ldx, const float* Wt,
-                         float* tot) {
+inline void DotRunTokens(int tn, int c0, int c1, int D, const float* X, size_t ldx,
+                         const float* Wt, float* tot) {
   if constexpr (kTile > 1) {
-    if (tn < kTile) return DotRunTokens<S, RV, kTile - 1>(tn, c0, c1, X, ldx, Wt, tot);
+    if (tn < kTile) return DotRunTokens<S, RV, kTile - 1>(tn, c0, c1, D, X, ldx, Wt, tot);
   }
-  DotRunTile<S, RV, kTile>(c0, c1, X, ldx, Wt, tot);
+  DotRunTile<S, RV, kTile>(c0, c1, D, X, ldx, Wt, tot);
 }
 
-// One pass (rows [0, rows) of the packed pass Wt, rows <= DotPassRows) for nt <= kMaxTokens.
+// One pass over X's rows for nt <= kMaxTokens: the first `rows` <= RV * kL rows from Wt on.
+// Accumulators: 16 of the 32 registers for RV = 1 or 2 (tiles of 16 / RV tokens), 24 for RV = 3
+// (8 tokens: per column 3 loads of W and 8 broadcasts for 24 FMAs).
 template <class S, int RV>
 void DotBcastPass(int nt, int rows, int D, const float* X, size_t ldx, const float* Wt,
                   float* out, int ldo) {
-  constexpr int kW = DotPassRows<S>();
-  constexpr int kTile = 16 / RV;  // accumulators: 16 of the 32 registers
-  alignas(64) float tot[kMaxTokens * kW];
-  std::memset(tot, 0, sizeof(float) * nt * kW);
+  constexpr int kStride = RV * S::kL;
+  constexpr int kTile = RV == 3 ? 8 : 16 / RV;
+  alignas(64) float tot[kMaxTokens * kStride];
+  std::memset(tot, 0, sizeof(float) * nt * kStride);
   for (int c0 = 0; c0 < D; c0 += kDotRun) {
     const int c1 = std::min(D, c0 + kDotRun);
     for (int t0 = 0; t0 < nt; t0 += kTile) {
-      DotRunTokens<S, RV, kTile>(std::min(kTile, nt - t0), c0, c1, X + t0 * ldx, ldx, Wt,
-                                 tot + t0 * kW);
+      DotRunTokens<S, RV, kTile>(std::min(kTile, nt - t0), c0, c1, D, X + t0 * ldx, ldx, Wt,
+                                 tot + t0 * kStride);
     }
   }
-  for (int t = 0; t < nt; ++t) std::memcpy(out + t * ldo, tot + t * kW, sizeof(float) * rows);
+  for (int t = 0; t < nt; ++t) std::memcpy(out + t * ldo, tot + t * kStride, sizeof(float) * rows);
 }
 
+// Rows in walks over X of 1-3 vectors, each starting on a packed pass: the last 3 vectors in
+// one walk (that spans a pass and half the next), 2 (one pass) while more remain. xhc_flash's
+// 80 rows are 32 + 48: X walked twice instead of three times, and no 1-vector walk (PERF.md 57).
 template <class S>
 void DotRowsBcastPacked(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                         float* out, int ldo) {
-  constexpr int kW = DotPassRows<S>();
-  for (int r0 = 0; r0 < R; r0 += kW) {
-    const int rows = std::min(kW, R - r0);
-    const float* wt = packed + static_cast<size_t>(r0) * D;  // pass r0 / kW
-    if (rows > S::kL) {
-      DotBcastPass<S, 2>(nt, rows, D, X, ldx, wt, out + r0, ldo);
-    } else {
-      DotBcastPass<S, 1>(nt, rows, D, X, ldx, wt, out + r0, ldo);
+  for (int r0 = 0; r0 < R;) {
+    const int vectors = (R - r0 + S::kL - 1) / S::kL;
+    const int rv = vectors <= 3 ? vectors : 2;
+    const int rows = std::min(rv * S::kL, R - r0);
+    const float* wt = packed + static_cast<size_t>(r0) * D;  // pass r0 / DotPassRows
+    switch (rv) {
+      case 3: DotBcastPass<S, 3>(nt, rows, D, X, ldx, wt, out + r0, ldo); break;
+      case 2: DotBcastPass<S, 2>(nt, rows, D, X, ldx, wt, out + r0, ldo); break;
+      default: DotBcastPass<S, 1>(nt, rows, D, X, ldx, wt, out + r0, ldo); break;
     }
+    r0 += rows;
   }
 }
 

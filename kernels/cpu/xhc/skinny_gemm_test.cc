@@ -55,7 +55,8 @@ std::vector<float> Random(size_t n, std::mt19937& rng) {
 TEST_P(SkinnyGemmTest, DotRowsMatchesDouble) {
   std::mt19937 rng = Rng();
   for (const Shape s : {Shape{1, 1, 1}, Shape{3, 5, 17}, Shape{16, 32, 2100}, Shape{7, 36, 1030},
-                        Shape{20, 8, 4096}, Shape{5, 7, 263}, Shape{16, 20, 4099}}) {
+                        Shape{20, 8, 4096}, Shape{5, 7, 263}, Shape{16, 20, 4099},
+                        Shape{16, 80, 1030}, Shape{11, 100, 530}}) {  // walks of 2 + 3, 2 + 2 + 3
     const size_t ldx = s.D + 3, ldw = s.D + 5;
     const int ldo = s.R + 2;
     auto X = Random(s.nt * ldx, rng), W = Random(s.R * ldw, rng);
@@ -152,21 +153,24 @@ TEST_P(SkinnyGemmTest, AtXRowsIndependentOfSplit) {
 // (its position in the block, the block's size, i.e. the register tile it falls in).
 TEST_P(SkinnyGemmTest, TokenResultIndependentOfBlock) {
   std::mt19937 rng = Rng();
-  const int R = 32, D = 1037, nt = 15;
-  auto X = Random(static_cast<size_t>(nt) * D, rng), W = Random(static_cast<size_t>(R) * D, rng);
-  std::vector<float> block(nt * R), alone(R);
-  DotRows(nt, R, D, X.data(), D, W.data(), D, block.data(), R);
-  std::vector<float> A(nt * R);
-  for (auto& a : A) a = std::normal_distribution<float>()(rng);
-  std::vector<float> block_y(static_cast<size_t>(nt) * D), alone_y(D);
-  AxpyRows(nt, R, D, A.data(), R, W.data(), D, block_y.data(), D, false);
-  for (int t = 0; t < nt; ++t) {
-    DotRows(1, R, D, X.data() + static_cast<size_t>(t) * D, D, W.data(), D, alone.data(), R);
-    ASSERT_EQ(0, std::memcmp(alone.data(), block.data() + t * R, sizeof(float) * R)) << t;
-    AxpyRows(1, R, D, A.data() + t * R, R, W.data(), D, alone_y.data(), D, false);
-    ASSERT_EQ(0, std::memcmp(alone_y.data(), block_y.data() + static_cast<size_t>(t) * D,
-                             sizeof(float) * D))
-        << t;
+  for (const int R : {32, 80}) {  // 80: DotRows' walks of 2 and 3 vectors on AVX-512
+    SCOPED_TRACE(R);
+    const int D = 1037, nt = 15;
+    auto X = Random(static_cast<size_t>(nt) * D, rng), W = Random(static_cast<size_t>(R) * D, rng);
+    std::vector<float> block(nt * R), alone(R);
+    DotRows(nt, R, D, X.data(), D, W.data(), D, block.data(), R);
+    std::vector<float> A(nt * R);
+    for (auto& a : A) a = std::normal_distribution<float>()(rng);
+    std::vector<float> block_y(static_cast<size_t>(nt) * D), alone_y(D);
+    AxpyRows(nt, R, D, A.data(), R, W.data(), D, block_y.data(), D, false);
+    for (int t = 0; t < nt; ++t) {
+      DotRows(1, R, D, X.data() + static_cast<size_t>(t) * D, D, W.data(), D, alone.data(), R);
+      ASSERT_EQ(0, std::memcmp(alone.data(), block.data() + t * R, sizeof(float) * R)) << t;
+      AxpyRows(1, R, D, A.data() + t * R, R, W.data(), D, alone_y.data(), D, false);
+      ASSERT_EQ(0, std::memcmp(alone_y.data(), block_y.data() + static_cast<size_t>(t) * D,
+                               sizeof(float) * D))
+          << t;
+    }
   }
 }
 
