@@ -1,7 +1,7 @@
 // Micro-benchmark of the skinny products at the bench's call-site shapes (PERF.md), one
 // thread: DotRows (16 tokens x 16384 against 32 rows: XhcPre's projections; 16 x 4096 against
-// 32: its map projections; 16 x 8192 against 80: xhc_flash's window entry) and AxpyRows (the
-// BackwardInput products), per path this CPU supports, against OpenBLAS sgemm on 256-token
+// 32: its map projections; 16 x 8192 against 80 and 64: xhc_flash's window entry) and AxpyRows
+// (the BackwardInput products), per path this CPU supports, against OpenBLAS sgemm on 256-token
 // blocks (the alternative of issue #12).
 // "stream": the token blocks walk a 4096-token state (memory-bound like the real pass);
 // "cached": the same block again and again; "packed-W": DotRows streaming with W packed once
@@ -46,8 +46,10 @@ void Run() {
     const char* name;
     int R, D;
   };
-  // flash: xhc_flash window 4's entry projection (router + 4 read maps) at model_bench's N*C.
-  for (const Case cs : {Case{"proj", 32, 16384}, Case{"maps", 32, 4096}, Case{"flash", 80, 8192}}) {
+  // At model_bench's N*C: flash, xhc_flash window 4's entry projection (router + 4 read maps,
+  // DotRows and AtXRows); flash64, its input-gradient product (the read maps' rows, AxpyRows).
+  for (const Case cs : {Case{"proj", 32, 16384}, Case{"maps", 32, 4096}, Case{"flash", 80, 8192},
+                        Case{"flash64", 64, 8192}}) {
     const int R = cs.R, D = cs.D;
     const auto X = random(static_cast<size_t>(kTokens) * D), W = random(static_cast<size_t>(R) * D);
     std::vector<float> out(static_cast<size_t>(kTokens) * D);  // big enough for both products
