@@ -176,7 +176,8 @@ XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0,
       const float* __restrict dg =
           cache.dg.data() + (static_cast<size_t>(tok) * d.r + j) * C + c0;
       for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
-        const float* __restrict out = cache.aug.data() + static_cast<size_t>(tok - tau) * K * C + c0;
+        const float* __restrict out =
+            cache.aug.data() + static_cast<size_t>(tok - tau) * K * C + c0;
         float* __restrict gw = gj + static_cast<size_t>(tau) * w;
         for (int c = 0; c < w; ++c) gw[c] += dg[c] * out[c];
       }
