@@ -2,7 +2,8 @@
 // n = 4096 tokens (B = 4, T = 1024), C = 1024, N = 16, k = 4, m = 2, kernels {4, 8, 12}, or
 // with `--shape model` model_bench's sublayer (n = 1024 tokens, C = 512). The step runs as a
 // stage does: the forward in place on one state, each sublayer's input rebuilt for its
-// backward (phase `restore`); the fused times are the residual work alone (F's copy apart).
+// backward (inside bwd_input, and again for the weight pass: phase `restore`); the fused
+// times are the residual work alone (F's copy apart).
 // Prints one JSON object (--json) with the fused and reference times, the bytes and flops of
 // the fused forward+backward, memcpy bandwidth, OpenBLAS sgemm rate and the roofline fraction.
 // Also: blas_coretype (the bench re-execs with OPENBLAS_CORETYPE, see main), the machine
@@ -97,9 +98,9 @@ struct Sublayer {
     const double bwd_out = 2 * kC_ + K * C + C + 2 * r * C;  // dA, xa, aug, d_out, dg
     // XhcBackwardInput: one pass per 16-token block: X_in, dX read + write, du, xa (the map
     // and projection products are added while the block is cached).
-    const double bwd_in = 3 * NC + C + kC_;
+    const double bwd_in = 3 * NC + C + kC_ + kC_;  // + the restored rows written
     const double wgt = NC + kC_ + r * C + C;    // sgemms read X_in, xa; conv reads dg, out
-    const double restore = 2 * kC_;  // RestoreInput: xa read, the k old rows written back
+    const double restore = 2 * kC_;  // the weight pass's RestoreInput: xa read, k rows written
     return (fwd + bwd_out + bwd_in + wgt + restore) * 4.0 * Tokens();
   }
   // Flops: the three projection sgemms of each kind plus the O(N C) vector work.
@@ -156,18 +157,25 @@ void RunForward(Sublayer& s, float* X, std::vector<float>& u, std::vector<float>
   }
 }
 
-void RunBackward(Sublayer& s, const float* X_in, float* dX, std::vector<float>& d_out, bool ref) {
+// X: in, the state after the sublayer; out, its input (rebuilt for the backward).
+void RunBackward(Sublayer& s, float* X, float* dX, std::vector<float>& d_out, bool ref) {
   if (ref) {
     (void)ref::XhcBackwardOut(s.cfg, s.P, dX, &s.cache, d_out.data());
-    (void)ref::XhcBackwardInput(s.cfg, s.P, X_in, d_out.data(), dX, &s.cache);
-    (void)ref::XhcBackwardWeights(s.cfg, s.P, X_in, s.cache, s.G);
+    RestoreInput(s.cache, X);
+    (void)ref::XhcBackwardInput(s.cfg, s.P, X, d_out.data(), dX, &s.cache);
+    (void)ref::XhcBackwardWeights(s.cfg, s.P, X, s.cache, s.G);
   } else {
     StartMark();
     (void)XhcBackwardOut(s.cfg, s.P, dX, &s.cache, d_out.data());
     Mark(&Phases::bwd_out);
-    (void)XhcBackwardInput(s.cfg, s.P, X_in, d_out.data(), dX, &s.cache);  // du = d_out (F = copy)
+    // du = d_out (F = copy); the stage's input pass, with the restore in it (xhc_ops.h).
+    (void)XhcBackwardInputRestoring(s.cfg, s.P, X, d_out.data(), dX, &s.cache);
     Mark(&Phases::bwd_in);
-    (void)XhcBackwardWeights(s.cfg, s.P, X_in, s.cache, s.G);
+    // The stage's weight pass restores its own copy of the state first (stage_backward.cc);
+    // here X is already the input, so the same restore runs again to count its time.
+    RestoreInput(s.cache, X);
+    Mark(&Phases::restore);
+    (void)XhcBackwardWeights(s.cfg, s.P, X, s.cache, s.G);
     Mark(&Phases::bwd_w);
   }
 }
@@ -190,13 +198,7 @@ double Step(Sublayer& attn, Sublayer& mlp, Buffers& b, bool backward, bool ref) 
   RunForward(attn, b.X.data(), b.u, b.out, ref);
   RunForward(mlp, b.X.data(), b.u, b.out, ref);
   if (backward) {
-    StartMark();
-    RestoreInput(mlp.cache, b.X.data());  // the MLP sublayer's input
-    Mark(&Phases::restore);
     RunBackward(mlp, b.X.data(), b.dX.data(), b.d_out, ref);
-    StartMark();
-    RestoreInput(attn.cache, b.X.data());  // the attention sublayer's input
-    Mark(&Phases::restore);
     RunBackward(attn, b.X.data(), b.dX.data(), b.d_out, ref);
   }
   const double seconds = Now() - t0 - (g_phases->copy - f_before);

@@ -52,9 +52,14 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
   const ModelConfig& cfg = cfg_;
   if (hc) {
     PhaseScope timed(phases_, PhaseTimes::kResidualBwdIn);
-    RestoreSublayerInput(*st, sub_idx, X);
-    RETURN_IF_ERROR(
-        K::Xhc::BackwardInput(hw.config, hw.params, X->data(), du.data(), dX, &s.cache));
+    if (s.cache.dims.flash) {
+      RestoreSublayerInput(*st, sub_idx, X);
+      RETURN_IF_ERROR(
+          K::Xhc::BackwardInput(hw.config, hw.params, X->data(), du.data(), dX, &s.cache));
+    } else {  // the same restore, token by token inside the input pass
+      RETURN_IF_ERROR(K::Xhc::BackwardInputRestoring(hw.config, hw.params, X->data(), du.data(),
+                                                     dX, &s.cache));
+    }
   } else {
     for (size_t i = 0; i < du.size(); ++i) dX[i] += du[i];
   }

@@ -5,6 +5,7 @@
 // (templated, double for gradient checks) or the optimized float32 path.
 
 #include "absl/status/status.h"
+#include "kernels/cpu/xhc/state_restore.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
 #include "kernels/cpu/xhc/xhc_types.h"
@@ -36,6 +37,15 @@ struct XhcKernels {
   static absl::Status BackwardInput(const Config& c, const Params& P, const T* X_in, const T* du,
                                     T* dX, Cache* cache) {
     return kernels::ref::XhcBackwardInput<T>(c, P, X_in, du, dX, cache);
+  }
+  // X: the state after the sublayer in, its input out (xhc_ops.h); not for xhc_flash.
+  static absl::Status BackwardInputRestoring(const Config& c, const Params& P, T* X, const T* du,
+                                             T* dX, Cache* cache) {
+    if (c.type == kernels::ResidualType::kXhcFlash) {
+      return absl::InvalidArgumentError("BackwardInputRestoring: not for xhc_flash");
+    }
+    kernels::RestoreInput(*cache, X);
+    return kernels::ref::XhcBackwardInput<T>(c, P, X, du, dX, cache);
   }
   static absl::Status BackwardWeights(const Config& c, const Params& P, const T* X_in,
                                       const Cache& cache, const Grads& grads) {
@@ -87,6 +97,10 @@ struct XhcKernels<float, true> {
   static absl::Status BackwardInput(const Config& c, const Params& P, const T* X_in, const T* du,
                                     T* dX, Cache* cache) {
     return kernels::XhcBackwardInput(c, P, X_in, du, dX, cache);
+  }
+  static absl::Status BackwardInputRestoring(const Config& c, const Params& P, T* X, const T* du,
+                                             T* dX, Cache* cache) {
+    return kernels::XhcBackwardInputRestoring(c, P, X, du, dX, cache);
   }
   static absl::Status BackwardWeights(const Config& c, const Params& P, const T* X_in,
                                       const Cache& cache, const Grads& grads) {

@@ -13,6 +13,7 @@
 #include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/hc_ops.h"
 #include "kernels/cpu/xhc/skinny_gemm.h"
+#include "kernels/cpu/xhc/state_restore.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/sinkhorn_batch.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
@@ -385,15 +386,33 @@ XHC_CLONES void TokenAddSparseRows(int rows, int D, const float* z, const float*
   }
 }
 
-}  // namespace
+// Per token: X[tok]'s active streams back to their values before the sublayer wrote them
+// (RestoreInput's copy, one token).
+XHC_INLINE void TokenRestore(const XhcDims& d, const XhcCache& cache, size_t tok, float* xt) {
+  const int k = d.k, C = d.C;
+  for (int j = 0; j < k; ++j) {
+    std::memcpy(xt + static_cast<size_t>(cache.idx[tok * k + j]) * C,
+                cache.xa.data() + (tok * k + j) * C, sizeof(float) * C);
+  }
+}
 
-absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const float* X_in,
-                              const float* du, float* dX, XhcCache* cache) {
+// XhcBackwardInput's pass; with `restore`, X_in is first the sublayer's output and each
+// token's active streams are put back (TokenRestore) just before the pass reads the token.
+absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* restore,
+                               const float* X_in, const float* du, float* dX, XhcCache* cache) {
   if (!cache || !X_in || !du || !dX) return absl::InvalidArgumentError("null buffer");
+  if (restore && cfg.type == ResidualType::kXhcFlash) {
+    return absl::InvalidArgumentError(
+        "XhcBackwardInputRestoring: an xhc_flash sublayer takes its window's entry state (restore "
+        "it with the entry's cache, then XhcBackwardInput)");
+  }
   ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, cache->dims.C));
   RETURN_IF_ERROR(CheckCache(d, *cache));
   RETURN_IF_ERROR(CheckParams(d, P));
-  if (cfg.type == ResidualType::kHc) return hc::BackwardInput(d, P, X_in, du, dX, cache);
+  if (cfg.type == ResidualType::kHc) {
+    if (restore) RestoreInput(*cache, restore);
+    return hc::BackwardInput(d, P, X_in, du, dX, cache);
+  }
   if (d.flash && !cache->window) return absl::FailedPreconditionError("xhc_flash: no window");
   const int n = cache->B * cache->T_len, C = d.C, D = d.D(), Da = d.Da(), Q = d.Q();
   if (d.flash && d.window > 8) return absl::InvalidArgumentError("xhc_flash: window > 8");
@@ -443,6 +462,7 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
         const int tok = t0 + i;
         const size_t off = static_cast<size_t>(tok) * D;
         const float* dut = du + static_cast<size_t>(tok) * C;
+        if (restore) TokenRestore(d, *cache, tok, restore + off);
         float* zct = zc.data() + static_cast<size_t>(i) * R;
         const auto ab =
             d.flash ? TokenFlashProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off, dut, tok, cache, zct)
@@ -461,6 +481,19 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const fl
   }
   if (d.flash && d.pos == 0) cache->window->entry_backward_done = 1;
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const float* X_in,
+                              const float* du, float* dX, XhcCache* cache) {
+  return BackwardInputPass(cfg, P, nullptr, X_in, du, dX, cache);
+}
+
+absl::Status XhcBackwardInputRestoring(const XhcConfig& cfg, const XhcParams& P, float* X,
+                                       const float* du, float* dX, XhcCache* cache) {
+  if (!X) return absl::InvalidArgumentError("null buffer");
+  return BackwardInputPass(cfg, P, X, X, du, dX, cache);
 }
 
 }  // namespace xhc::kernels

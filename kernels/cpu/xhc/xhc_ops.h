@@ -49,6 +49,13 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
                             XhcCache* cache, float* d_out);
 absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParams& P, const float* X_in,
                               const float* du, float* dX, XhcCache* cache);
+// I.2 with the restore fused: X holds the state AFTER the sublayer and ends as its input
+// (state_restore.h's RestoreInput, done per token inside the pass, just before the pass reads
+// the token: one pass over the active rows fewer). Same bits as RestoreInput(*cache, X) then
+// XhcBackwardInput(cfg, P, X, du, dX, cache). Not for xhc_flash, whose sublayers take the
+// window's entry state.
+absl::Status XhcBackwardInputRestoring(const XhcConfig& cfg, const XhcParams& P, float* X,
+                                       const float* du, float* dX, XhcCache* cache);
 absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParams& P, const float* X_in,
                                 const XhcCache& cache, const XhcGrads& grads);
 

@@ -15,6 +15,7 @@
 #include "base/test_seed.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/xhc/skinny_gemm_isa.h"
+#include "kernels/cpu/xhc/state_restore.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
 #include "kernels/cpu/xhc/xhc_test_util.h"
@@ -448,6 +449,47 @@ TEST(XhcOpsPropertiesTest, BitIdenticalAcrossThreadCountsAndGradsAccumulate) {
     const auto& twice = o2.grads.Get(name);
     for (size_t e = 0; e < v.size(); ++e) ASSERT_EQ(twice[e], 2.0f * v[e]) << name << "[" << e << "]";
   }
+}
+
+// XhcBackwardInputRestoring (the stage's input pass: it starts from the state AFTER the
+// sublayer) against its definition, RestoreInput then XhcBackwardInput: the same dX and the
+// same restored state, bit for bit, for xhc, mhc + convolutions and hc, over several token
+// blocks (51 tokens); xhc_flash is refused.
+TEST(XhcOpsPropertiesTest, RestoringInputPassIsRestoreThenInputPass) {
+  const int B = 3, T = 17, C = 40;
+  int case_idx = 0;
+  for (const XhcConfig& cfg : {MakeCfg(16, 4, 2, true, {4, 8, 12}), MakeCfg(4, 4, 4, true),
+                               MakeCfg(4, 4, 4, false, {})}) {
+    XhcConfig c = cfg;
+    if (case_idx == 1) c.type = ResidualType::kMhc;
+    if (case_idx == 2) c.type = ResidualType::kHc;
+    SCOPED_TRACE(case_idx);
+    FloatProblem pb(c, B, T, C, xhc::testing::TestSeed() + case_idx++);
+    auto o = RunSublayer<OptImpl>(c, B, T, C, pb.params, pb.X, pb.a, pb.b, pb.G);
+    const size_t n = static_cast<size_t>(B) * T;
+    std::vector<float> du(n * C);
+    for (size_t e = 0; e < n * C; ++e) du[e] = pb.a[e % C] * o.d_out[e];
+    XhcCache cache1 = o.cache, cache2 = o.cache;
+    std::vector<float> X1 = o.x_new, dX1 = pb.G;
+    RestoreInput(cache1, X1.data());
+    ASSERT_EQ(X1, pb.X);  // the restore itself is exact
+    ASSERT_TRUE(XhcBackwardInput(c, pb.params.View(), X1.data(), du.data(), dX1.data(), &cache1).ok());
+    std::vector<float> X2 = o.x_new, dX2 = pb.G;
+    ASSERT_TRUE(XhcBackwardInputRestoring(c, pb.params.View(), X2.data(), du.data(), dX2.data(),
+                                          &cache2).ok());
+    EXPECT_EQ(X2, pb.X);
+    EXPECT_EQ(dX2, dX1);
+    EXPECT_EQ(cache2.dz_proj, cache1.dz_proj);
+  }
+  XhcConfig flash = MakeCfg(16, 4, 2, false, {});
+  flash.type = ResidualType::kXhcFlash;
+  XhcCache cache;
+  cache.dims.flash = true;
+  std::vector<float> X(64), du(8), dX(64);
+  const absl::Status refused =
+      XhcBackwardInputRestoring(flash, XhcParams(), X.data(), du.data(), dX.data(), &cache);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("xhc_flash"), absl::string_view::npos) << refused;
 }
 
 // The same thread-count determinism on every skinny GEMM path this CPU supports (the test
