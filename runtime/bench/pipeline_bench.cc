@@ -8,7 +8,12 @@
 // figure is their mean). With --repeats K each schedule runs K such pairs in turn and its
 // figures are the medians over the pairs (every pair's efficiency is printed too): on a
 // shared VM one pair moves by +-0.05, as much as the schedules differ. Prints one JSON
-// object.
+// object. Where the efficiency goes, from the runs' traces: busy_fraction, the share of the
+// R = 2 step the ranks spent in F/I/W compute (the rest: bubbles, waits, transfers, the
+// optimizer: the schedule and the runtime), and compute_vs_one_rank, the ranks' compute
+// together over the one-rank run's for the same work (above 1: the same kernels ran slower
+// side by side, shared memory bandwidth or the machine's drift between the two runs);
+// efficiency = busy_fraction / compute_vs_one_rank x the one-rank step over its compute (~1).
 //
 //   bazel run //runtime/bench:pipeline_bench -- [--residual xhc] [--steps 14] [--warmup 4]
 //                                               [--repeats 1] [--out /tmp/xhc-pipeline-bench]
@@ -67,6 +72,7 @@ struct Measured {
   bool ok = false;
   std::string error;
   study::StepMetrics metrics;
+  study::TraceMeasurement trace;
   study::ModelBubbles model;
 };
 
@@ -98,6 +104,7 @@ Measured RunOne(const Options& o, const std::string& xhc, const std::string& sch
     return m;
   }
   m.metrics = *metrics;
+  m.trace = *trace;
   absl::StatusOr<Config> job = ParseConfig(JobYaml(o, schedule, workers));
   const double payload = scheduler::PayloadBytes(
       static_cast<int64_t>(job->train.batch_size) * job->model.seq_len,
@@ -134,7 +141,7 @@ int Main(const Options& o, const std::string& xhc) {
     // each R = 2 run, not once for all: this machine's speed drifts by 5-10% over the minutes
     // a whole bench takes, and a reference measured minutes earlier moved the ratios by as
     // much as the schedules differ.
-    std::vector<double> effs, refs, tps, bubbles;
+    std::vector<double> effs, refs, tps, bubbles, busy, compute_ratio;
     std::vector<std::vector<double>> exposed;  // per rank, one entry per pair
     std::string error;
     for (int rep = 0; rep < o.repeats; ++rep) {
@@ -155,6 +162,11 @@ int Main(const Options& o, const std::string& xhc) {
       tps.push_back(m.metrics.tokens_per_s);
       effs.push_back(m.metrics.tokens_per_s / (2 * base.metrics.tokens_per_s));
       bubbles.push_back(Mean(m.model.simulated));
+      // efficiency = busy / compute_vs_one_rank x (the one-rank step over its compute, ~1).
+      double compute = 0;
+      for (double c : m.trace.compute_ms) compute += c;
+      busy.push_back(compute / (2 * m.metrics.step_s * 1e3));
+      compute_ratio.push_back(compute / base.trace.compute_ms[0]);
       exposed.resize(m.metrics.exposed_comm.size());
       for (size_t r = 0; r < exposed.size(); ++r) exposed[r].push_back(m.metrics.exposed_comm[r]);
     }
@@ -170,9 +182,11 @@ int Main(const Options& o, const std::string& xhc) {
     rows.push_back(absl::StrFormat(
         "\"%s\": {\"tokens_per_s\": %.1f, \"one_rank_tokens_per_s\": %.1f, \"efficiency\": %.3f, "
         "\"efficiency_per_pair\": %s, \"simulated_bubble\": %.3f, \"efficiency_target\": %.3f, "
-        "\"meets_target\": %s, \"exposed_comm\": %s}",
+        "\"meets_target\": %s, \"exposed_comm\": %s, \"busy_fraction\": %.3f, "
+        "\"compute_vs_one_rank\": %.3f, \"compute_vs_one_rank_per_pair\": %s}",
         schedule, Median(tps), Median(refs), efficiency, List(effs), bubble, target,
-        efficiency >= target ? "true" : "false", List(exposed_median)));
+        efficiency >= target ? "true" : "false", List(exposed_median), Median(busy),
+        Median(compute_ratio), List(compute_ratio)));
   }
   std::printf("{\"residual\": \"%s\", \"ranks\": 2, \"threads_per_rank\": 1, \"cpu\": \"%s\", "
               "\"cores\": %ld, \"steps\": %d, \"warmup_steps\": %d, \"repeats\": %d, "

@@ -167,6 +167,7 @@ absl::StatusOr<TraceMeasurement> ParseTrace(const std::string& trace_json, int n
       if (it != busy.end()) compute += it->second;
     }
     m.bubble[r] = std::clamp(1.0 - compute / std::max(total_window, 1e-9), 0.0, 1.0);
+    m.compute_ms.push_back(compute / 1000.0 / window.size());
   }
   for (auto& [stage, c] : m.stages) {
     const double n = std::max(c.count, 1);

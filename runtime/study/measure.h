@@ -35,6 +35,9 @@ struct TraceMeasurement {
   // runs from the first F/I/W start on any rank to the last F/I/W end on any rank, so the
   // optimizer and the grad-norm all-reduce (outside every schedule's model) are excluded.
   std::vector<double> bubble;
+  // Per rank: F/I/W compute per kept step (ms, mean): what the rank's share of the model cost
+  // it, to compare with a one-rank run's (how much slower the same work ran beside a peer).
+  std::vector<double> compute_ms;
   std::vector<double> window_ms;   // per kept step
   std::map<int, StageCosts> stages;  // by stage index
   // Transfer time of one stage boundary (ms), median over receives that waited: the wait

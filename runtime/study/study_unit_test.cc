@@ -103,6 +103,9 @@ TEST(Measure, TraceBubbleCostsAndTransfer) {
   EXPECT_DOUBLE_EQ(t->window_ms[0], 7.0);
   EXPECT_NEAR(t->bubble[0], 1 - 3.001 / 7.0, 1e-12);
   EXPECT_NEAR(t->bubble[1], 1 - 3.0 / 7.0, 1e-12);
+  ASSERT_EQ(t->compute_ms.size(), 2u);  // the kept step's F/I/W only (not the optimizer)
+  EXPECT_NEAR(t->compute_ms[0], 3.001, 1e-12);
+  EXPECT_NEAR(t->compute_ms[1], 3.0, 1e-12);
   EXPECT_DOUBLE_EQ(t->stages.at(1).i, 2.0);
   EXPECT_DOUBLE_EQ(t->stages.at(0).f, 1.0);
   // recv F1.0 ends at 2500, F0.0 ended at 2000; recv B0.0 ends at 6000, I1.0 ended at 5500.
