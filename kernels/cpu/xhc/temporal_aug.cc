@@ -1,5 +1,7 @@
 #include "kernels/cpu/xhc/temporal_aug.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "kernels/cpu/xhc/cpu_util.h"
@@ -10,13 +12,10 @@ XHC_CLONES void ConvToken(const XhcDims& d, const float* const* w, const float* 
                int t, float* g) {
   const int C = d.C;
   for (int j = 0; j < d.r; ++j) {
-    float* __restrict gj = g + j * C;
-    std::memset(gj, 0, sizeof(float) * C);
-    for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
-      const float* __restrict wt = w[j] + tau * C;
-      const float* __restrict o = out_seq + static_cast<size_t>(t - tau) * stride;
-      for (int c = 0; c < C; ++c) gj[c] += wt[c] * o[c];
-    }
+    // g_j = sum over tau <= t of w_j[tau] * out[t - tau], tau in order from 0.
+    const int taus = std::min(d.kernels[j], t + 1);
+    AccumulateProducts(C, taus, w[j], C, out_seq + static_cast<ptrdiff_t>(t) * stride, -stride,
+                       g + j * C, false);
   }
 }
 

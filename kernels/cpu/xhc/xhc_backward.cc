@@ -111,13 +111,12 @@ XHC_CLONES void BlockSinkhornBackward(const XhcConfig& cfg, const XhcDims& d, in
 XHC_CLONES void TokenConvBackward(const XhcDims& d, const float* const* conv_w, const float* dg_all,
                                   int T, int tok, float* d_out) {
   const int t = tok % T, C = d.C;
-  float* __restrict dst = d_out + static_cast<size_t>(tok) * C;
-  for (int j = 0; j < d.r; ++j) {
-    for (int tau = 0; tau < d.kernels[j] && t + tau < T; ++tau) {
-      const float* __restrict w = conv_w[j] + tau * C;
-      const float* __restrict dg = dg_all + (static_cast<size_t>(tok + tau) * d.r + j) * C;
-      for (int c = 0; c < C; ++c) dst[c] += w[c] * dg[c];
-    }
+  float* dst = d_out + static_cast<size_t>(tok) * C;
+  for (int j = 0; j < d.r; ++j) {  // += sum over tau (in order) of w_j[tau] * dg_j[tok + tau]
+    const int taus = std::min(d.kernels[j], T - t);
+    cpu::AccumulateProducts(C, taus, conv_w[j], C,
+                            dg_all + (static_cast<size_t>(tok) * d.r + j) * C,
+                            static_cast<ptrdiff_t>(d.r) * C, dst, true);
   }
 }
 
