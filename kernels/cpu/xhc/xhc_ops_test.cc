@@ -473,7 +473,8 @@ TEST(XhcOpsPropertiesTest, RestoringInputPassIsRestoreThenInputPass) {
     std::vector<float> X1 = o.x_new, dX1 = pb.G;
     RestoreInput(cache1, X1.data());
     ASSERT_EQ(X1, pb.X);  // the restore itself is exact
-    ASSERT_TRUE(XhcBackwardInput(c, pb.params.View(), X1.data(), du.data(), dX1.data(), &cache1).ok());
+    ASSERT_TRUE(
+        XhcBackwardInput(c, pb.params.View(), X1.data(), du.data(), dX1.data(), &cache1).ok());
     std::vector<float> X2 = o.x_new, dX2 = pb.G;
     ASSERT_TRUE(XhcBackwardInputRestoring(c, pb.params.View(), X2.data(), du.data(), dX2.data(),
                                           &cache2).ok());
