@@ -14,20 +14,24 @@
 
 namespace xhc::kernels {
 
+// One token of RestoreInput: xt (N, C), the token's state after the sublayer; out, its input.
+template <typename T>
+inline void RestoreToken(const XhcCacheT<T>& cache, size_t tok, T* xt) {
+  const size_t k = cache.dims.k, C = cache.dims.C;
+  for (size_t j = 0; j < k; ++j) {
+    std::memcpy(xt + cache.idx[tok * k + j] * C, cache.xa.data() + (tok * k + j) * C,
+                sizeof(T) * C);
+  }
+}
+
 // X (B*T, N, C): in, the state after the sublayer that filled `cache`; out, its input.
 template <typename T>
 void RestoreInput(const XhcCacheT<T>& cache, T* X) {
-  const XhcDims& d = cache.dims;
-  const size_t n = static_cast<size_t>(cache.B) * cache.T_len, k = d.k, C = d.C, D = d.D();
+  const size_t n = static_cast<size_t>(cache.B) * cache.T_len, D = cache.dims.D();
   // Over threads: serial, this was ~2.6 ms per sublayer at model_bench's shape (8 MiB of
   // scattered rows), run by both the input and the weight pass: ~2% of an xhc step (PERF.md 23).
 #pragma omp parallel for schedule(static)
-  for (size_t tok = 0; tok < n; ++tok) {
-    for (size_t j = 0; j < k; ++j) {
-      std::memcpy(X + tok * D + cache.idx[tok * k + j] * C, cache.xa.data() + (tok * k + j) * C,
-                  sizeof(T) * C);
-    }
-  }
+  for (size_t tok = 0; tok < n; ++tok) RestoreToken(cache, tok, X + tok * D);
 }
 
 }  // namespace xhc::kernels

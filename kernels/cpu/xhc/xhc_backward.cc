@@ -385,18 +385,8 @@ XHC_CLONES void TokenAddSparseRows(int rows, int D, const float* z, const float*
   }
 }
 
-// Per token: X[tok]'s active streams back to their values before the sublayer wrote them
-// (RestoreInput's copy, one token).
-XHC_INLINE void TokenRestore(const XhcDims& d, const XhcCache& cache, size_t tok, float* xt) {
-  const int k = d.k, C = d.C;
-  for (int j = 0; j < k; ++j) {
-    std::memcpy(xt + static_cast<size_t>(cache.idx[tok * k + j]) * C,
-                cache.xa.data() + (tok * k + j) * C, sizeof(float) * C);
-  }
-}
-
 // XhcBackwardInput's pass; with `restore`, X_in is first the sublayer's output and each
-// token's active streams are put back (TokenRestore) just before the pass reads the token.
+// token's active streams are put back (RestoreToken) just before the pass reads the token.
 absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* restore,
                                const float* X_in, const float* du, float* dX, XhcCache* cache) {
   if (!cache || !X_in || !du || !dX) return absl::InvalidArgumentError("null buffer");
@@ -461,7 +451,7 @@ absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* 
         const int tok = t0 + i;
         const size_t off = static_cast<size_t>(tok) * D;
         const float* dut = du + static_cast<size_t>(tok) * C;
-        if (restore) TokenRestore(d, *cache, tok, restore + off);
+        if (restore) RestoreToken(*cache, tok, restore + off);
         float* zct = zc.data() + static_cast<size_t>(i) * R;
         const auto ab =
             d.flash ? TokenFlashProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off, dut, tok, cache, zct)

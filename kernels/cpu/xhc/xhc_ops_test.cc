@@ -485,7 +485,6 @@ TEST(XhcOpsPropertiesTest, RestoringInputPassIsRestoreThenInputPass) {
   XhcConfig flash = MakeCfg(16, 4, 2, false, {});
   flash.type = ResidualType::kXhcFlash;
   XhcCache cache;
-  cache.dims.flash = true;
   std::vector<float> X(64), du(8), dX(64);
   const absl::Status refused =
       XhcBackwardInputRestoring(flash, XhcParams(), X.data(), du.data(), dX.data(), &cache);
