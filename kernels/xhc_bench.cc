@@ -5,7 +5,8 @@
 // backward (inside bwd_input, and again for the weight pass: phase `restore`); the fused
 // times are the residual work alone (F's copy apart).
 // Prints one JSON object (--json) with the fused and reference times, the bytes and flops of
-// the fused forward+backward, memcpy bandwidth, OpenBLAS sgemm rate and the roofline fraction.
+// the fused forward+backward, memcpy bandwidth, OpenBLAS sgemm rate (each the best of a probe
+// beside every timed step) and the roofline fraction.
 // Also: blas_coretype (the bench re-execs with OPENBLAS_CORETYPE, see main), the machine
 // (cpu_model from /proc/cpuinfo, cpu_isas: the skinny GEMM paths it supports, skinny_isa: the
 // one that ran, XHC_CPU_ISA forces it; kernels/cpu/xhc/skinny_gemm_isa.h), wall and CPU time
@@ -206,40 +207,59 @@ double Step(Sublayer& attn, Sublayer& mlp, Buffers& b, bool backward, bool ref) 
   return seconds;
 }
 
-double MemcpyGbps() {
-  const size_t n = 64u << 20;  // 256 MiB
-  std::vector<float> a(n, 1.0f), b(n, 0.0f);
-  double best = 1e9;
-  for (int it = 0; it < 4; ++it) {
-    const double t0 = Now();
-#pragma omp parallel
-    {
-      const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-      const size_t lo = n * id / nt, hi = n * (id + 1) / nt;
-      std::memcpy(b.data() + lo, a.data() + lo, (hi - lo) * sizeof(float));
-    }
-    best = std::min(best, Now() - t0);
-  }
-  return 2.0 * n * sizeof(float) / best / 1e9;  // read + write traffic
-}
+// The machine's rates for the bound, taken beside every timed step and kept at their best:
+// one probe after the run rated the machine by whatever its neighbours did at that moment
+// (memcpy 30-53 GB/s between runs a minute apart), and a slow probe shrank the fraction's
+// denominator. Best of every round rates the machine at its fastest, as the steps are.
+class MachineProbes {
+ public:
+  MachineProbes()
+      : a_(kCopyFloats, 1.0f), b_(kCopyFloats, 0.0f),
+        x_(static_cast<size_t>(kGemmN) * kGemmN, 0.5f), y_(x_), z_(x_) {}
 
-double SgemmGflops() {
-  const int n = 2048;
-  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a), c(a);
-  // The machine's rate: all cores. The kernels leave OpenBLAS at 1 thread (gemm_util.cc), so
-  // without this the rate (and the bound) would be measured on one core.
-  const int saved_threads = openblas_get_num_threads();
-  openblas_set_num_threads(omp_get_max_threads());
-  double best = 1e9;
-  for (int it = 0; it < 3; ++it) {
-    const double t0 = Now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n,
-                b.data(), n, 0.0f, c.data(), n);
-    best = std::min(best, Now() - t0);
+  void Measure() {
+    gbps_ = std::max(gbps_, MemcpyGbps());
+    gflops_ = std::max(gflops_, SgemmGflops());
   }
-  openblas_set_num_threads(saved_threads);
-  return 2.0 * n * n * n / best / 1e9;
-}
+  double gbps() const { return gbps_; }
+  double gflops() const { return gflops_; }
+
+ private:
+  static constexpr size_t kCopyFloats = 64u << 20;  // 256 MiB
+  static constexpr int kGemmN = 2048;
+
+  double MemcpyGbps() {
+    double best = 1e9;
+    for (int it = 0; it < 2; ++it) {
+      const double t0 = Now();
+#pragma omp parallel
+      {
+        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        const size_t lo = kCopyFloats * id / nt, hi = kCopyFloats * (id + 1) / nt;
+        std::memcpy(b_.data() + lo, a_.data() + lo, (hi - lo) * sizeof(float));
+      }
+      best = std::min(best, Now() - t0);
+    }
+    return 2.0 * kCopyFloats * sizeof(float) / best / 1e9;  // read + write traffic
+  }
+
+  double SgemmGflops() {
+    const int n = kGemmN;
+    // All cores. The kernels leave OpenBLAS at 1 thread (gemm_util.cc), so without this the
+    // rate (and the bound) would be measured on one core.
+    const int saved_threads = openblas_get_num_threads();
+    openblas_set_num_threads(omp_get_max_threads());
+    const double t0 = Now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, x_.data(), n,
+                y_.data(), n, 0.0f, z_.data(), n);
+    const double seconds = Now() - t0;
+    openblas_set_num_threads(saved_threads);
+    return 2.0 * n * n * n / seconds / 1e9;
+  }
+
+  std::vector<float> a_, b_, x_, y_, z_;
+  double gbps_ = 0, gflops_ = 0;
+};
 
 int Main(bool json, bool run_reference) {
   std::mt19937 rng(1234);
@@ -254,6 +274,8 @@ int Main(bool json, bool run_reference) {
   auto reset = [&] { b.X = X0; b.dX = X0; };
   reset();
   Step(attn, mlp, b, true, false);  // warm-up (allocations, page faults)
+  MachineProbes probes;
+  probes.Measure();  // first touch of its buffers; its rates count like any other round's
   double fwd = 1e9, fwdbwd = 1e9;
   Phases best, best_cpu;
   for (int it = 0; it < g_rounds; ++it) {
@@ -269,11 +291,12 @@ int Main(bool json, bool run_reference) {
     if (it == 0 || cpu.Residual() < best_cpu.Residual()) {
       best_cpu = cpu;
     }
+    probes.Measure();
   }
   reset();
   const double ref_fwdbwd = run_reference ? Step(attn, mlp, b, true, true) : -1e-3;
   const double bytes = attn.Bytes() + mlp.Bytes(), flops = attn.Flops() + mlp.Flops();
-  const double gbps = MemcpyGbps(), gflops = SgemmGflops();
+  const double gbps = probes.gbps(), gflops = probes.gflops();
   const double bound = std::max(bytes / (gbps * 1e9), flops / (gflops * 1e9));
   std::printf(json ? "{\"tokens\": %zu, \"C\": %d, \"N\": %d, \"k\": %d, \"m\": %d, "
                      "\"threads\": %d, \"fused_fwd_ms\": %.2f, \"fused_fwdbwd_ms\": %.2f, "

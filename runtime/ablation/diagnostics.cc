@@ -81,8 +81,7 @@ absl::StatusOr<Diagnostics> ComputeDiagnostics(const ModelConfig& config,
   ASSIGN_OR_RETURN(double loss, model.Forward(0, batch.batch, batch.inputs.data(),
                                               batch.targets.data(), nullptr, nullptr));
   (void)loss;
-  RETURN_IF_ERROR(model.BackwardInput(0, 1.0, nullptr, nullptr));
-  RETURN_IF_ERROR(model.BackwardWeight(0));
+  RETURN_IF_ERROR(model.Backward(0, 1.0, nullptr, nullptr));
   params->FinalizeGrads();
   std::map<std::string, double> sq;
   for (const auto& p : params->all()) {

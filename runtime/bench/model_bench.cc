@@ -102,8 +102,7 @@ double Step(Run& r, const TokenBatch& b, int64_t step) {
   const auto t0 = Clock::now();
   r.params->ZeroGrads();
   (void)*r.model->Forward(0, b.batch, b.inputs.data(), b.targets.data(), nullptr, nullptr);
-  (void)r.model->BackwardInput(0, 1.0, nullptr, nullptr);
-  (void)r.model->BackwardWeight(0);
+  (void)r.model->Backward(0, 1.0, nullptr, nullptr);  // as `xhc train` runs it
   r.params->FinalizeGrads();
   OptimConfig optim;
   train::ApplyAdamW(optim, 1000, step, std::sqrt(train::GradSumOfSquares(*r.params)),

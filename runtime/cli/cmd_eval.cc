@@ -24,8 +24,7 @@ absl::Status DumpGrads(model::StageModel* model, model::ParamSetT<float>& params
   ASSIGN_OR_RETURN(double loss, model->Forward(0, batch.batch, batch.inputs.data(),
                                                batch.targets.data(), nullptr, nullptr));
   (void)loss;
-  RETURN_IF_ERROR(model->BackwardInput(0, 1.0, nullptr, nullptr));
-  RETURN_IF_ERROR(model->BackwardWeight(0));
+  RETURN_IF_ERROR(model->Backward(0, 1.0, nullptr, nullptr));
   params.FinalizeGrads();
   std::vector<TensorView> views;
   for (const auto& p : params.all()) views.push_back({p->name, p->shape, p->grad.data()});

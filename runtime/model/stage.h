@@ -53,6 +53,13 @@ class StageModelT {
 
   absl::Status BackwardWeight(int mb);
 
+  // BackwardInput then BackwardWeight, for callers that run them back to back with nothing
+  // waiting on dx_in in between (single-process training, evaluation): each sublayer's weight
+  // gradients right after its input gradient, from the input state the input pass has just
+  // rebuilt, so X_out is neither copied nor rebuilt a second time. Same bits as the two calls
+  // (stage_split_test).
+  absl::Status Backward(int mb, double loss_scale, const T* dx_out, T* dx_in);
+
   // Forward without saving anything for backward (evaluation, sampling). Returns the
   // loss on the last stage when targets are given; writes logits (B, T, V) when asked.
   absl::StatusOr<double> ForwardOnly(int B, const int32_t* tokens, const int32_t* targets,
@@ -81,7 +88,13 @@ class StageModelT {
   absl::Status ForwardSublayer(MicrobatchState<T>* st, int sub_idx, T* X);
   // X: the state after sublayer sub_idx on entry, its residual input on exit. dX (n, N, C):
   // the gradient of the state after the sublayer on entry, of its input on exit.
-  absl::Status BackwardSublayer(MicrobatchState<T>* st, int sub_idx, T* dX, std::vector<T>* X);
+  // weights_now: its weight gradients too (from X, the rebuilt input), else they are queued.
+  absl::Status BackwardSublayer(MicrobatchState<T>* st, int sub_idx, T* dX, std::vector<T>* X,
+                                bool weights_now);
+  // BackwardInput's work; weights_now: Backward's (every weight gradient as it is queued).
+  absl::Status BackwardInputPass(int mb, double loss_scale, const T* dx_out, T* dx_in,
+                                 bool weights_now);
+  absl::Status RunQueuedWeights(MicrobatchState<T>* st);  // in order, emptying the queue
   absl::StatusOr<double> ForwardHead(MicrobatchState<T>* st, const T* X, std::vector<T>* logits);
   // Writes the head's gradient into every element of dX (n, N, C).
   absl::Status BackwardHead(MicrobatchState<T>* st, double loss_scale, T* dX);

@@ -26,7 +26,7 @@ void RestoreSublayerInput(const MicrobatchState<T>& st, int sub_idx, std::vector
 
 template <typename T>
 absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_idx, T* dX,
-                                              std::vector<T>* X) {
+                                              std::vector<T>* X, bool weights_now) {
   using K = Backend<T>;
   const LayerWeights<T>& lw = layers_[sub_idx / 2];
   const bool is_mlp = sub_idx % 2 == 1;
@@ -63,11 +63,9 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
   } else {
     for (size_t i = 0; i < du.size(); ++i) dX[i] += du[i];
   }
-  // Queued in backward order (last sublayer first): the weight pass rebuilds each sublayer's
-  // input from X_out in the same order as the input pass did.
+  // The weight gradients, from the sublayer's residual input Xs (as the input pass took it).
   PhaseTimes* phases = phases_;
-  st->pending_w.push_back([&cfg, &lw, &hw, &s, st, sub_idx, is_mlp, hc, B,
-                           phases]() -> absl::Status {
+  auto weights = [&cfg, &lw, &hw, &s, is_mlp, hc, B, phases](const T* Xs) -> absl::Status {
     {
       PhaseScope timed(phases, PhaseTimes::kSublayerBwdW);
       if (is_mlp) {
@@ -78,11 +76,28 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
     }
     if (!hc) return absl::OkStatus();
     PhaseScope timed(phases, PhaseTimes::kResidualBwdW);
-    // X_out's last reader, the head's weight pass, ran before this one (the queue is FIFO and
-    // BackwardHead queues first), so the weight pass takes it over instead of copying 32 MiB.
-    if (!st->X_w_ready) st->X_w = std::move(st->X_out), st->X_w_ready = true;
-    RestoreSublayerInput(*st, sub_idx, &st->X_w);
-    return K::Xhc::BackwardWeights(hw.config, hw.params, st->X_w.data(), s.cache, hw.grads);
+    return K::Xhc::BackwardWeights(hw.config, hw.params, Xs, s.cache, hw.grads);
+  };
+  if (weights_now) {
+    // X: the input the pass has just taken, kept until the next sublayer's pass. xhc_flash's
+    // weight gradients need the whole window's input passes (down to its entry sublayer,
+    // position 0), which leave X at the window's entry state: queued until then.
+    st->pending_w.push_back([weights, X] { return weights(X->data()); });
+    const bool window_done = !s.cache.dims.flash || s.cache.dims.pos == 0;
+    return window_done ? RunQueuedWeights(st) : absl::OkStatus();
+  }
+  // Queued in backward order (last sublayer first): the weight pass rebuilds each sublayer's
+  // input from X_out in the same order as the input pass did.
+  st->pending_w.push_back([st, sub_idx, hc, phases, weights]() -> absl::Status {
+    if (hc) {
+      PhaseScope timed(phases, PhaseTimes::kResidualBwdW);
+      // X_out's last reader, the head's weight pass, ran before this one (the queue is FIFO
+      // and BackwardHead queues first), so the weight pass takes it over instead of copying
+      // 32 MiB.
+      if (!st->X_w_ready) st->X_w = std::move(st->X_out), st->X_w_ready = true;
+      RestoreSublayerInput(*st, sub_idx, &st->X_w);
+    }
+    return weights(st->X_w.data());
   });
   return absl::OkStatus();
 }
@@ -123,6 +138,27 @@ absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_sc
 
 template <typename T>
 absl::Status StageModelT<T>::BackwardInput(int mb, double loss_scale, const T* dx_out, T* dx_in) {
+  return BackwardInputPass(mb, loss_scale, dx_out, dx_in, /*weights_now=*/false);
+}
+
+template <typename T>
+absl::Status StageModelT<T>::Backward(int mb, double loss_scale, const T* dx_out, T* dx_in) {
+  RETURN_IF_ERROR(BackwardInputPass(mb, loss_scale, dx_out, dx_in, /*weights_now=*/true));
+  return BackwardWeight(mb);  // nothing queued: adds the gradients up and frees mb
+}
+
+template <typename T>
+absl::Status StageModelT<T>::RunQueuedWeights(MicrobatchState<T>* st) {
+  while (!st->pending_w.empty()) {
+    RETURN_IF_ERROR(st->pending_w.front()());
+    st->pending_w.pop_front();
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status StageModelT<T>::BackwardInputPass(int mb, double loss_scale, const T* dx_out,
+                                               T* dx_in, bool weights_now) {
   using K = Backend<T>;
   auto it = inflight_.find(mb);
   if (it == inflight_.end() || it->second->backward_done) {
@@ -145,10 +181,18 @@ absl::Status StageModelT<T>::BackwardInput(int mb, double loss_scale, const T* d
     std::copy(dx_out, dx_out + size, dX);
   }
   if (spec_.has_head) RETURN_IF_ERROR(BackwardHead(st, loss_scale, dX));
-  // Rebuilt into each sublayer's input on the way down (empty for vanilla).
-  bwd_X_.assign(st->X_out.begin(), st->X_out.end());
+  // X_out rebuilt into each sublayer's input on the way down (empty for vanilla): a copy
+  // when the weight pass comes later (it rebuilds the inputs from X_out again), else X_out
+  // itself, once the head's weight pass (its last other reader) has run.
+  std::vector<T>* X = &bwd_X_;
+  if (weights_now) {
+    RETURN_IF_ERROR(RunQueuedWeights(st));
+    X = &st->X_out;
+  } else {
+    bwd_X_.assign(st->X_out.begin(), st->X_out.end());
+  }
   for (int s = static_cast<int>(st->subs.size()) - 1; s >= 0; --s) {
-    RETURN_IF_ERROR(BackwardSublayer(st, s, dX, &bwd_X_));
+    RETURN_IF_ERROR(BackwardSublayer(st, s, dX, X, weights_now));
   }
   const int C = cfg_.d_model, N = cfg_.residual.n_streams, n = st->B * cfg_.seq_len;
   if (spec_.has_embed) {
@@ -166,6 +210,7 @@ absl::Status StageModelT<T>::BackwardInput(int mb, double loss_scale, const T* d
       return absl::OkStatus();
     });
   }
+  if (weights_now) RETURN_IF_ERROR(RunQueuedWeights(st));
   st->backward_done = true;
   return absl::OkStatus();
 }
@@ -178,10 +223,7 @@ absl::Status StageModelT<T>::BackwardWeight(int mb) {
         absl::StrCat("weight gradient of micro-batch ", mb, " before its input gradient"));
   }
   MicrobatchState<T>* st = it->second.get();
-  while (!st->pending_w.empty()) {
-    RETURN_IF_ERROR(st->pending_w.front()());
-    st->pending_w.pop_front();
-  }
+  RETURN_IF_ERROR(RunQueuedWeights(st));
   params_->AccumulateGrads();
   std::unique_ptr<MicrobatchState<T>> done = std::move(it->second);
   inflight_.erase(it);
@@ -191,9 +233,12 @@ absl::Status StageModelT<T>::BackwardWeight(int mb) {
 
 #define XHC_INSTANTIATE_STAGE_BACKWARD(T)                                                       \
   template absl::Status StageModelT<T>::BackwardInput(int, double, const T*, T*);              \
+  template absl::Status StageModelT<T>::Backward(int, double, const T*, T*);                   \
+  template absl::Status StageModelT<T>::BackwardInputPass(int, double, const T*, T*, bool);    \
+  template absl::Status StageModelT<T>::RunQueuedWeights(MicrobatchState<T>*);                 \
   template absl::Status StageModelT<T>::BackwardWeight(int);                                  \
   template absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>*, int, T*,         \
-                                                         std::vector<T>*);                     \
+                                                         std::vector<T>*, bool);               \
   template absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>*, double, T*);
 
 XHC_INSTANTIATE_STAGE_BACKWARD(float)

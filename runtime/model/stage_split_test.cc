@@ -4,7 +4,9 @@
 // in the buffer it received (Forward allows x_out == x_in and BackwardInput dx_in == dx_out,
 // as the worker passes them). Warm runs first put another micro-batch (other tokens) through
 // the stages, so the measured one runs in buffers a finished micro-batch left behind (the
-// recycled state's X_out, BackwardInput's scratch) on every kind of stage.
+// recycled state's X_out, BackwardInput's scratch) on every kind of stage. With `fused`, the
+// stages run Backward (each sublayer's weight gradients right after its input gradient, on
+// the state rebuilt in place) where the one-stage model runs BackwardInput + BackwardWeight.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -38,10 +40,10 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-class StageSplit : public ::testing::TestWithParam<std::tuple<Variant, bool, bool>> {};
+class StageSplit : public ::testing::TestWithParam<std::tuple<Variant, bool, bool, bool>> {};
 
 TEST_P(StageSplit, ThreeStagesMatchOneStageBitForBit) {
-  const auto [variant, in_place, warm] = GetParam();
+  const auto [variant, in_place, warm, fused] = GetParam();
   const ModelConfig cfg = Tiny(variant, /*n_layers=*/3);
   const int B = 2, n = B * cfg.seq_len;
   std::mt19937 rng(3);
@@ -75,16 +77,21 @@ TEST_P(StageSplit, ThreeStagesMatchOneStageBitForBit) {
     const float* x_mid = in_place ? x2.data() : x1.data();
     ASSERT_TRUE(stages[1]->Forward(mb, B, nullptr, nullptr, x_mid, x2.data()).ok());
     *loss = *stages[2]->Forward(mb, B, nullptr, tgt.data(), x2.data(), nullptr);
-    ASSERT_TRUE(stages[2]->BackwardInput(mb, 1.0, nullptr, g2.data()).ok());
+    auto backward = [&](StageModel* stage, const float* dx_out, float* dx_in) {
+      return fused ? stage->Backward(mb, 1.0, dx_out, dx_in)
+                   : stage->BackwardInput(mb, 1.0, dx_out, dx_in);
+    };
+    const absl::Status last = backward(stages[2].get(), nullptr, g2.data());
+    ASSERT_TRUE(last.ok()) << last;
     float* g_in = in_place ? g2.data() : g1.data();
-    ASSERT_TRUE(stages[1]->BackwardInput(mb, 1.0, g2.data(), g_in).ok());
-    ASSERT_TRUE(stages[0]->BackwardInput(mb, 1.0, g_in, nullptr).ok());
+    ASSERT_TRUE(backward(stages[1].get(), g2.data(), g_in).ok());
+    ASSERT_TRUE(backward(stages[0].get(), g_in, nullptr).ok());
   };
   double loss = 0;
   if (warm) {
     ASSERT_NO_FATAL_FAILURE(run(1, targets, tokens, &loss));  // other tokens
     for (int s = 0; s < 3; ++s) {
-      ASSERT_TRUE(stages[s]->BackwardWeight(1).ok());
+      if (!fused) ASSERT_TRUE(stages[s]->BackwardWeight(1).ok());
       ASSERT_EQ(stages[s]->NumSpare(), 1) << "stage " << s << " kept no state for reuse";
       ps[s]->ZeroGrads();
     }
@@ -93,7 +100,8 @@ TEST_P(StageSplit, ThreeStagesMatchOneStageBitForBit) {
   EXPECT_EQ(loss, full_loss);
   int compared = 0;
   for (int s = 0; s < 3; ++s) {
-    ASSERT_TRUE(stages[s]->BackwardWeight(0).ok());
+    if (!fused) ASSERT_TRUE(stages[s]->BackwardWeight(0).ok());
+    ASSERT_EQ(stages[s]->NumInFlight(), 0) << "stage " << s << " still holds the micro-batch";
     ps[s]->FinalizeGrads();
     for (const auto& p : ps[s]->all()) {
       const ParamT<float>* whole = full_ps->Find(p->name);
@@ -110,13 +118,16 @@ INSTANTIATE_TEST_SUITE_P(
     Residuals, StageSplit,
     ::testing::Combine(
         ::testing::Values(Variant{"vanilla", ResidualType::kVanilla, 1, {}},
+                          Variant{"hc", ResidualType::kHc, 3, {}},
+                          Variant{"mhc_conv", ResidualType::kMhc, 3, {2, 3}},
                           Variant{"xhc", ResidualType::kXhc, 6, {2, 3}},
                           Variant{"xhc_flash2", ResidualType::kXhcFlash, 6, {2, 3}, 2}),
-        ::testing::Bool(), ::testing::Bool()),
+        ::testing::Bool(), ::testing::Bool(), ::testing::Bool()),
     [](const auto& info) {
       return std::string(std::get<0>(info.param).name) +
              (std::get<1>(info.param) ? "_in_place" : "_own_buffer") +
-             (std::get<2>(info.param) ? "_warm" : "_fresh");
+             (std::get<2>(info.param) ? "_warm" : "_fresh") +
+             (std::get<3>(info.param) ? "_fused" : "_split");
     });
 
 }  // namespace

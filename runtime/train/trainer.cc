@@ -67,8 +67,7 @@ absl::StatusOr<double> TrainStep(const Config& config, const BatchSampler& sampl
     const TokenBatch batch = sampler.Train(step, mb);
     ASSIGN_OR_RETURN(double loss, model->Forward(mb, batch.batch, batch.inputs.data(),
                                                  batch.targets.data(), nullptr, nullptr));
-    RETURN_IF_ERROR(model->BackwardInput(mb, 1.0 / M, nullptr, nullptr));
-    RETURN_IF_ERROR(model->BackwardWeight(mb));
+    RETURN_IF_ERROR(model->Backward(mb, 1.0 / M, nullptr, nullptr));
     loss_sum += loss;
     mb_losses->push_back(loss);
   }
