@@ -228,6 +228,32 @@ XHC_INLINE void Axpy(int n, float a, const float* __restrict x, float* __restric
   for (int c = 0; c < n; ++c) y[c] += a * x[c];
 }
 
+// y = start + h[0] * x[0] + h[1] * x[1] + ... + h[m-1] * x[m-1] (rows of n floats; start: y's
+// own values when start == y, zero when null), the terms added in that order with separate
+// multiply and add: bit for bit what y = start (or zeros) and then Axpy(n, h[i], x[i], y) for
+// i = 0, 1, ... give, but with y's running sums in registers, loaded and stored once per 64
+// floats instead of once per term. The rows must not overlap y.
+XHC_INLINE void AddScaledRows(int n, int m, const float* h, const float* const* x,
+                              const float* start, float* y) {
+  int c = 0;
+  for (; c + 4 * kLanes <= n; c += 4 * kLanes) {
+    V16 acc[4] = {};
+    if (start) {
+      for (int q = 0; q < 4; ++q) acc[q] = LoadV(start + c + q * kLanes);
+    }
+    for (int i = 0; i < m; ++i) {
+      const float hi = h[i];
+      for (int q = 0; q < 4; ++q) acc[q] += hi * LoadV(x[i] + c + q * kLanes);
+    }
+    for (int q = 0; q < 4; ++q) StoreV(y + c + q * kLanes, acc[q]);
+  }
+  for (; c < n; ++c) {
+    float acc = start ? start[c] : 0.0f;
+    for (int i = 0; i < m; ++i) acc += h[i] * x[i][c];
+    y[c] = acc;
+  }
+}
+
 // Sum and sum of squares in one pass (double combine keeps var = E[x^2] - mean^2 accurate).
 XHC_INLINE void SumSq(int n, const float* __restrict x, double* sum, double* sumsq) {
   float s[kLanes] = {}, q[kLanes] = {};

@@ -343,6 +343,9 @@ XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, con
       for (int c = 0; c < C; ++c) dst[c] += sum[c] - a * xi[c] + b;
     }
   }
+  float coef[kMaxActive];
+  const float* rows[kMaxActive];
+  for (int j = 0; j < k; ++j) rows[j] = dA + j * C;
   for (int jj = 0; jj < k; ++jj) {
     float* __restrict dst = dxt + idx[jj] * C;
     const float* __restrict m = dxa_maps + jj * C;
@@ -352,7 +355,8 @@ XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, con
       cpu::Axpy(C, 1.0f, dA + jj * C, dst);
       continue;
     }
-    for (int j = 0; j < k; ++j) cpu::Axpy(C, hres[j * k + jj], dA + j * C, dst);
+    for (int j = 0; j < k; ++j) coef[j] = hres[j * k + jj];
+    cpu::AddScaledRows(C, k, coef, rows, dst, dst);  // the k mixing terms in one sweep
   }
 }
 

@@ -193,17 +193,18 @@ XHC_CLONES void TokenPost(const XhcConfig& cfg, const XhcDims& d, const float* c
                                        cache->idx[static_cast<size_t>(tok + 1) * k + j] * C);
     }
   }
+  // Each new row in one sweep: the mixed old rows (or, inside a flash window, where the write
+  // adds to the stream without mixing, the old row itself), then the weighted components.
+  float coef[kMaxActive + 1 + kMaxConvKernels];
+  const float* rows[kMaxActive + 1 + kMaxConvKernels];
   for (int j = 0; j < k; ++j) {
     float* __restrict dst = X + static_cast<size_t>(tok) * D +
                             cache->idx[static_cast<size_t>(tok) * k + j] * C;
     const float pj = cache->p[static_cast<size_t>(tok) * k + j];
-    if (d.has_mix) {
-      std::memset(dst, 0, sizeof(float) * C);
-      for (int jj = 0; jj < k; ++jj) cpu::Axpy(C, hres[j * k + jj], xa + jj * C, dst);
-    } else {  // inside a flash window: the write adds to the stream, no mixing
-      std::memcpy(dst, xa + j * C, sizeof(float) * C);
-    }
-    for (int q = 0; q < K; ++q) cpu::Axpy(C, pj * hpost[j * K + q], v + q * C, dst);
+    const int mixed = d.has_mix ? k : 0;
+    for (int jj = 0; jj < mixed; ++jj) coef[jj] = hres[j * k + jj], rows[jj] = xa + jj * C;
+    for (int q = 0; q < K; ++q) coef[mixed + q] = pj * hpost[j * K + q], rows[mixed + q] = v + q * C;
+    cpu::AddScaledRows(C, mixed + K, coef, rows, d.has_mix ? nullptr : xa + j * C, dst);
   }
 }
 

@@ -32,9 +32,9 @@ absl::StatusOr<XhcDims> ResolveDims(const XhcConfig& cfg, int C) {
     if (d.N < 2) return absl::InvalidArgumentError("residual.n_streams must be >= 2 for xhc");
     d.k = cfg.n_active;
     d.m = cfg.n_fixed;
-    if (d.k < 1 || d.k > d.N || d.k > 16) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("residual.n_active must be in [1, min(n_streams, 16)], got ", d.k));
+    if (d.k < 1 || d.k > d.N || d.k > kMaxActive) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "residual.n_active must be in [1, min(n_streams, ", kMaxActive, ")], got ", d.k));
     }
     if (d.m < 0 || d.m > d.k) {
       return absl::InvalidArgumentError(
@@ -68,8 +68,9 @@ absl::StatusOr<XhcDims> ResolveDims(const XhcConfig& cfg, int C) {
             absl::StrCat("residual.conv_kernels entries must be >= 1, got ", w));
       }
     }
-    if (cfg.conv_kernels.size() > 32) {
-      return absl::InvalidArgumentError("residual.conv_kernels: at most 32 kernels");
+    if (cfg.conv_kernels.size() > static_cast<size_t>(kMaxConvKernels)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("residual.conv_kernels: at most ", kMaxConvKernels, " kernels"));
     }
     d.kernels = cfg.conv_kernels;
     d.r = static_cast<int>(d.kernels.size());

@@ -36,6 +36,9 @@ struct XhcConfig {
   int window_pos = 0;
 };
 
+// Limits ResolveDims enforces (k: active streams; r: temporal convolutions, K = 1 + r).
+constexpr int kMaxActive = 16, kMaxConvKernels = 32;
+
 // Sizes derived from a validated config and the model width C.
 struct XhcDims {
   int N = 0, k = 0, m = 0;

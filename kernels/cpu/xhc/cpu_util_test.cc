@@ -1,0 +1,73 @@
+// The register-sweep helpers of cpu_util.h claim the bits of the plain loops they replace
+// (the kernels' results, and the checkpoints they lead to, must not move when one is used):
+// AddScaledRows against y = start (or zeros) then one Axpy per term, AccumulateProducts
+// against one product pass per term, over widths that leave each of their tails.
+// Compiled with the kernels' -ffp-contract=off, so no side gets fused multiply-adds.
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "base/test_seed.h"
+#include "kernels/cpu/xhc/cpu_util.h"
+
+namespace xhc::kernels::cpu {
+namespace {
+
+std::vector<float> Draw(std::mt19937& rng, size_t n) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+constexpr int kWidths[] = {1, 15, 16, 63, 64, 65, 200, 512};
+
+TEST(CpuUtilTest, AddScaledRowsIsTheAxpySequence) {
+  std::mt19937 rng(static_cast<uint32_t>(xhc::testing::TestSeed()));
+  for (int n : kWidths) {
+    for (int m : {0, 1, 4, 8, 49}) {
+      const std::vector<float> x = Draw(rng, static_cast<size_t>(m) * n), h = Draw(rng, m);
+      const std::vector<float> init = Draw(rng, n);
+      std::vector<const float*> rows(m);
+      for (int i = 0; i < m; ++i) rows[i] = x.data() + static_cast<size_t>(i) * n;
+      for (int start = 0; start < 3; ++start) {  // zeros, another row, y itself
+        std::vector<float> want(n, 0.0f);
+        if (start > 0) want = init;
+        for (int i = 0; i < m; ++i) Axpy(n, h[i], rows[i], want.data());
+        std::vector<float> got(n, 7.0f);
+        if (start == 2) got = init;
+        const float* s = start == 0 ? nullptr : start == 1 ? init.data() : got.data();
+        AddScaledRows(n, m, h.data(), rows.data(), s, got.data());
+        EXPECT_TRUE(SameBits(got, want)) << "n " << n << " m " << m << " start " << start;
+      }
+    }
+  }
+}
+
+TEST(CpuUtilTest, AccumulateProductsIsOnePassPerTerm) {
+  std::mt19937 rng(static_cast<uint32_t>(xhc::testing::TestSeed()));
+  for (int n : kWidths) {
+    for (int terms : {1, 4, 12}) {
+      const ptrdiff_t lda = n + 3, ldb = 2 * n;  // strided rows, as the conv weights and taps
+      const std::vector<float> a = Draw(rng, terms * lda), b = Draw(rng, terms * ldb);
+      const std::vector<float> init = Draw(rng, n);
+      for (bool accumulate : {false, true}) {
+        std::vector<float> want = accumulate ? init : std::vector<float>(n, 0.0f);
+        for (int i = 0; i < terms; ++i) {
+          for (int c = 0; c < n; ++c) want[c] += a[i * lda + c] * b[i * ldb + c];
+        }
+        std::vector<float> got = init;
+        AccumulateProducts(n, terms, a.data(), lda, b.data(), ldb, got.data(), accumulate);
+        EXPECT_TRUE(SameBits(got, want)) << "n " << n << " terms " << terms << " acc " << accumulate;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace xhc::kernels::cpu
