@@ -63,7 +63,8 @@ TEST(CpuUtilTest, AccumulateProductsIsOnePassPerTerm) {
         }
         std::vector<float> got = init;
         AccumulateProducts(n, terms, a.data(), lda, b.data(), ldb, got.data(), accumulate);
-        EXPECT_TRUE(SameBits(got, want)) << "n " << n << " terms " << terms << " acc " << accumulate;
+        EXPECT_TRUE(SameBits(got, want))
+            << "n " << n << " terms " << terms << " accumulate " << accumulate;
       }
     }
   }

@@ -203,7 +203,9 @@ XHC_CLONES void TokenPost(const XhcConfig& cfg, const XhcDims& d, const float* c
     const float pj = cache->p[static_cast<size_t>(tok) * k + j];
     const int mixed = d.has_mix ? k : 0;
     for (int jj = 0; jj < mixed; ++jj) coef[jj] = hres[j * k + jj], rows[jj] = xa + jj * C;
-    for (int q = 0; q < K; ++q) coef[mixed + q] = pj * hpost[j * K + q], rows[mixed + q] = v + q * C;
+    for (int q = 0; q < K; ++q) {
+      coef[mixed + q] = pj * hpost[j * K + q], rows[mixed + q] = v + q * C;
+    }
     cpu::AddScaledRows(C, mixed + K, coef, rows, d.has_mix ? nullptr : xa + j * C, dst);
   }
 }
