@@ -53,18 +53,24 @@ XHC_CLONES void TokenMapGrads(const XhcDims& d, const XhcParams& P, const float*
   const int kk = k * k;
   float* dhres = s->sink_dh.data() + lane * kk;
   float dp[256];
-  std::fill(s->daug.begin(), s->daug.end(), 0.0f);
+  float coef[kMaxConvKernels + 1][kMaxActive];  // d aug_q = sum_j coef[q][j] dA_j
+  const float* dA_rows[kMaxActive];
   for (int j = 0; j < k; ++j) {
     const float* dA = dxt + idx[j] * C;
+    dA_rows[j] = dA;
     dp[j] = 0;
     for (int q = 0; q < K; ++q) {
       const float dot = cpu::Dot(C, aug + q * C, dA);
       const float h = hpost[j * K + q];
       dp[j] += h * dot;
       dz[d.Rres() + j * K + q] = p[j] * dot * h * (1.0f - 0.5f * h);  // H = 2 sigmoid(z)
-      cpu::Axpy(C, p[j] * h, dA, s->daug.data() + q * C);
+      coef[q][j] = p[j] * h;
     }
     for (int jj = 0; jj < k && d.has_mix; ++jj) dhres[j * k + jj] = cpu::Dot(C, dA, xa + jj * C);
+  }
+  // Each component's gradient in one sweep over the k rows (j in order, from zero).
+  for (int q = 0; q < K; ++q) {
+    cpu::AddScaledRows(C, k, coef[q], dA_rows, nullptr, s->daug.data() + q * C);
   }
   if (d.has_mix) {
     const float ra = cache->rstd_a[tok];
