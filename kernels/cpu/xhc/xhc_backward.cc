@@ -109,7 +109,8 @@ XHC_CLONES void BlockSinkhornBackward(const XhcConfig& cfg, const XhcDims& d, in
   cpu::SinkhornBackward8(d.k, cfg.sinkhorn_iters, s->sink_z.data(), s->sink_dh.data(),
                          s->sink_dz.data(), s->sink_mats.data());
   for (int l = 0; l < nb; ++l) {
-    std::copy_n(s->sink_dz.data() + l * kk, kk, cache->dz_map.data() + static_cast<size_t>(b0 + l) * Q);
+    std::copy_n(s->sink_dz.data() + l * kk, kk,
+                cache->dz_map.data() + static_cast<size_t>(b0 + l) * Q);
   }
 }
 
@@ -165,7 +166,9 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
     if (d.r > 0) {
       // Convolution backward: out[t] fed g_j[t + tau] through w_j[tau], same sequence only.
 #pragma omp for schedule(dynamic, 16)
-      for (int tok = 0; tok < n; ++tok) TokenConvBackward(d, conv_w, cache->dg.data(), T, tok, d_out);
+      for (int tok = 0; tok < n; ++tok) {
+        TokenConvBackward(d, conv_w, cache->dg.data(), T, tok, d_out);
+      }
     }
   }
   return absl::OkStatus();
@@ -454,7 +457,8 @@ absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* 
     for (int blk = 0; blk < num_blocks; ++blk) {
       const int t0 = blk * kBlock, nt = std::min(kBlock, n - t0);
       for (int i = 0; i < nt; ++i) {
-        corr_a[i] = TokenMapCoefficients(d, P, *cache, t0 + i, zm.data() + static_cast<size_t>(i) * Q);
+        corr_a[i] =
+            TokenMapCoefficients(d, P, *cache, t0 + i, zm.data() + static_cast<size_t>(i) * Q);
       }
       cpu::AxpyRows(nt, Q, Da, zm.data(), Q, map_w.w.data(), Da, dxa.data(), Da, false);
       for (int i = 0; i < nt; ++i) {
@@ -463,9 +467,10 @@ absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* 
         const float* dut = du + static_cast<size_t>(tok) * C;
         if (restore) RestoreToken(*cache, tok, restore + off);
         float* zct = zc.data() + static_cast<size_t>(i) * R;
+        const float* rowsum = proj_w.rowsum.data();
         const auto ab =
-            d.flash ? TokenFlashProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off, dut, tok, cache, zct)
-                    : TokenProjCoefficients(d, P, proj_w.rowsum.data(), X_in + off, dut, tok, cache, zct);
+            d.flash ? TokenFlashProjCoefficients(d, P, rowsum, X_in + off, dut, tok, cache, zct)
+                    : TokenProjCoefficients(d, P, rowsum, X_in + off, dut, tok, cache, zct);
         TokenWriteInputGrad(d, *cache, X_in + off, dut, InactiveReadsOf(d, *cache, tok, dut),
                             dxa.data() + static_cast<size_t>(i) * Da, corr_a[i], ab, tok,
                             dX + off, dA.data(), row.data(), i + 1 < nt);
