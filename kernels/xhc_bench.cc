@@ -275,7 +275,7 @@ int Main(bool json, bool run_reference) {
   reset();
   Step(attn, mlp, b, true, false);  // warm-up (allocations, page faults)
   MachineProbes probes;
-  probes.Measure();  // first touch of its buffers; its rates count like any other round's
+  probes.Measure();  // after the warm-up step (buffers filled in the constructor); counts too
   double fwd = 1e9, fwdbwd = 1e9;
   Phases best, best_cpu;
   for (int it = 0; it < g_rounds; ++it) {
