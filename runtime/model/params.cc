@@ -199,33 +199,44 @@ void ParamSetT<T>::ZeroGrads() {
     const ParamPiece<T>& piece = pieces_[k];
     std::fill(piece.param->grad.begin() + piece.begin, piece.param->grad.begin() + piece.end,
               T(0));
-    std::fill(piece.param->grad_acc.begin() + piece.begin,
-              piece.param->grad_acc.begin() + piece.end, 0.0);
   }
+  acc_started_ = false;
 }
 
 template <typename T>
 void ParamSetT<T>::AccumulateGrads() {
   const int64_t count = static_cast<int64_t>(pieces_.size());
+  const bool first = !acc_started_;
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < count; ++k) {
     T* grad = pieces_[k].param->grad.data();
     double* acc = pieces_[k].param->grad_acc.data();
     const int64_t begin = pieces_[k].begin, end = pieces_[k].end;
+    if (first) {  // 0.0 + g, not g: a -0.0 gradient becomes +0.0, as when added to a zero sum
 #pragma omp simd
-    for (int64_t i = begin; i < end; ++i) acc[i] += static_cast<double>(grad[i]);
+      for (int64_t i = begin; i < end; ++i) acc[i] = 0.0 + static_cast<double>(grad[i]);
+    } else {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) acc[i] += static_cast<double>(grad[i]);
+    }
     std::fill(grad + begin, grad + end, T(0));
   }
+  acc_started_ = true;
 }
 
 template <typename T>
 void ParamSetT<T>::FinalizeGrads() {
   const int64_t count = static_cast<int64_t>(pieces_.size());
+  const bool empty = !acc_started_;  // no micro-batch since ZeroGrads: the sum is zero
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < count; ++k) {
     T* grad = pieces_[k].param->grad.data();
     const double* acc = pieces_[k].param->grad_acc.data();
     const int64_t begin = pieces_[k].begin, end = pieces_[k].end;
+    if (empty) {
+      std::fill(grad + begin, grad + end, T(0));
+      continue;
+    }
 #pragma omp simd
     for (int64_t i = begin; i < end; ++i) grad[i] = static_cast<T>(acc[i]);
   }

@@ -186,7 +186,10 @@ XHC_INLINE void PrefetchSpan(int n, const float* p) {
   for (int c = 0; c < n; c += 16) __builtin_prefetch(p + c, 0, 3);
 }
 
-// The same, for lines about to be written (prefetchw: fetched for ownership).
+// The same, for lines about to be written. The write hint asks for prefetchw (fetched for
+// ownership), but GCC emits it only for a target with PRFCHW, which none of the clones'
+// targets (avx512f, avx2, default) enables: this compiles to prefetcht0, a read prefetch. A
+// real prefetchw (inline asm) measured no different in XhcPost (PERF.md 67).
 XHC_INLINE void PrefetchSpanForWrite(int n, const float* p) {
   for (int c = 0; c < n; c += 16) __builtin_prefetch(p + c, 1, 3);
 }

@@ -185,8 +185,8 @@ XHC_CLONES void TokenPost(const XhcConfig& cfg, const XhcDims& d, const float* c
   const float* hpost = cache->hpost.data() + static_cast<size_t>(tok) * k * K;
   const float* xa = cache->xa.data() + static_cast<size_t>(tok) * k * C;
   // The next token's destination streams: k runs of C floats N*C apart, the pass's only
-  // misses (perf: most of TokenPost's time waits on their first write); requested for
-  // ownership now, they arrive while this token computes.
+  // misses (perf: most of TokenPost's time waits on their first write); requested now
+  // (a read prefetch, cpu_util.h), they arrive while this token computes.
   if (prefetch_next) {
     for (int j = 0; j < k; ++j) {
       cpu::PrefetchSpanForWrite(C, X + static_cast<size_t>(tok + 1) * D +
