@@ -361,11 +361,16 @@ inline void AxpyTile(int R, const float* A, int lda, const float* W, size_t ldw,
   for (int i = 0; i < TN; ++i)
     XHC_UNROLL
     for (int v = 0; v < CW; ++v) a[i][v] = S::Zero();
+  // Every line the tile-width run touches: one request per 16 floats, and its last float (an
+  // unaligned run spans one line more). The first and last float alone, as before, left the
+  // middle line of AVX-512's 3-vector run unrequested (skinny_gemm_bench AxpyRows stream
+  // +20-40% with it: PERF.md 68).
   if (!kMasked) {
     XHC_UNROLL
     for (int i = 0; i < TN; ++i) {
       const float* p = out + i * ldo + kOutAhead;
-      S::Prefetch(p);
+      XHC_UNROLL
+      for (int c = 0; c < CW * S::kL; c += 16) S::Prefetch(p + c);
       S::Prefetch(p + CW * S::kL - 1);
     }
   }
