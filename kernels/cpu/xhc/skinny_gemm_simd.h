@@ -364,7 +364,7 @@ inline void AxpyTile(int R, const float* A, int lda, const float* W, size_t ldw,
   // Every line the tile-width run touches: one request per 16 floats, and its last float (an
   // unaligned run spans one line more). The first and last float alone, as before, left the
   // middle line of AVX-512's 3-vector run unrequested (skinny_gemm_bench AxpyRows stream
-  // +20-40% with it: PERF.md 68).
+  // median +10-15% with it: PERF.md 68).
   if (!kMasked) {
     XHC_UNROLL
     for (int i = 0; i < TN; ++i) {
