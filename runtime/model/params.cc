@@ -243,6 +243,18 @@ void ParamSetT<T>::FinalizeGrads() {
 }
 
 template <typename T>
+void ParamSetT<T>::MaterializeSums() {
+  if (acc_started_) return;
+  const int64_t count = static_cast<int64_t>(pieces_.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < count; ++k) {
+    double* acc = pieces_[k].param->grad_acc.data();
+    std::fill(acc + pieces_[k].begin, acc + pieces_[k].end, 0.0);
+  }
+  acc_started_ = true;
+}
+
+template <typename T>
 int64_t ParamSetT<T>::TotalElements() const {
   int64_t n = 0;
   for (const auto& p : params_) n += p->numel();

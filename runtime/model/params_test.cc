@@ -101,5 +101,26 @@ TEST(ParamSetTest, AStepWithoutMicrobatchesHasZeroGradients) {
   }
 }
 
+TEST(ParamSetTest, MaterializedSumsAreZeroThenAccumulate) {
+  ParamSetT<float> ps = TwoTensors();
+  ps.ZeroGrads();
+  PoisonSums(&ps);
+  ps.MaterializeSums();  // what the gradient exchanges read: zeros before any micro-batch
+  for (const auto& p : ps.all()) {
+    for (double g : p->grad_acc) ASSERT_EQ(g, 0.0) << p->name;
+  }
+  SetGrads(&ps, 0.75f);
+  std::vector<std::vector<float>> g1;
+  for (const auto& p : ps.all()) g1.push_back(p->grad);
+  ps.AccumulateGrads();
+  ps.MaterializeSums();  // started: leaves the sum alone
+  for (size_t t = 0; t < g1.size(); ++t) {
+    const auto& acc = ps.all()[t]->grad_acc;
+    for (size_t i = 0; i < acc.size(); ++i) {
+      ASSERT_EQ(acc[i], 0.0 + static_cast<double>(g1[t][i])) << ps.all()[t]->name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace xhc::model

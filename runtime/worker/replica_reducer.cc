@@ -29,6 +29,7 @@ absl::Status ReplicaReducer::Launch(int stage, model::ParamSetT<float>* params) 
     return absl::InternalError(absl::StrCat("replica gradient of stage ", stage,
                                             " launched twice in one step"));
   }
+  params->MaterializeSums();
   Pending& p = pending_[stage];
   p.params = params;
   p.partial.resize(group_.size());

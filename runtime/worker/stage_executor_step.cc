@@ -55,6 +55,7 @@ absl::Status StageExecutor::ReduceMirror(int stage, int peer) {
   // addition is commutative, so both copies end bit-identical and stay so after AdamW.
   // The double accumulators travel as raw bytes (two float slots per double).
   model::ParamSetT<float>& ps = *params_.at(stage);
+  ps.MaterializeSums();
   std::vector<double> mine, theirs;
   for (const auto& p : ps.all()) mine.insert(mine.end(), p->grad_acc.begin(), p->grad_acc.end());
   theirs.resize(mine.size());
