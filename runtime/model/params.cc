@@ -226,17 +226,13 @@ void ParamSetT<T>::AccumulateGrads() {
 
 template <typename T>
 void ParamSetT<T>::FinalizeGrads() {
+  MaterializeSums();  // zeros if no micro-batch ran since ZeroGrads
   const int64_t count = static_cast<int64_t>(pieces_.size());
-  const bool empty = !acc_started_;  // no micro-batch since ZeroGrads: the sum is zero
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < count; ++k) {
     T* grad = pieces_[k].param->grad.data();
     const double* acc = pieces_[k].param->grad_acc.data();
     const int64_t begin = pieces_[k].begin, end = pieces_[k].end;
-    if (empty) {
-      std::fill(grad + begin, grad + end, T(0));
-      continue;
-    }
 #pragma omp simd
     for (int64_t i = begin; i < end; ++i) grad[i] = static_cast<T>(acc[i]);
   }

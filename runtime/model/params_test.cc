@@ -2,7 +2,6 @@
 // AccumulateGrads writes it, so these tests put NaN into grad_acc after ZeroGrads: a sweep that
 // read the old sum would carry it into the gradient.
 
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
