@@ -13,7 +13,9 @@
 // at 500 requests a second from two threads, 1.31). So once the job is started, this
 // process (and every thread it creates after: the flooder and gRPC's) runs under
 // SCHED_IDLE: it gets only the CPU the job leaves idle. The controller's refusals still run
-// on the job's cores at normal priority: they are what the bound is about.
+// on the job's cores at normal priority: they are what the bound is about. The flood then
+// needs the CPU the job leaves idle, which a second test action beside this one takes (a CI
+// run flooded at 42 requests a second instead of 200): the target is tagged exclusive.
 #include <grpcpp/grpcpp.h>
 #include <sched.h>
 #include <unistd.h>
