@@ -72,31 +72,43 @@ int ExitCodeOf(int wait_status) {
   return -1;
 }
 
-WaitResult WaitWithTimeout(pid_t pid, double timeout_s, bool kill_group) {
-  WaitResult result;
+std::vector<WaitResult> WaitAllWithTimeout(const std::vector<pid_t>& pids, double timeout_s,
+                                           bool kill_group) {
+  std::vector<WaitResult> results(pids.size());
+  std::vector<bool> done(pids.size(), false);
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  int status = 0;
-  while (true) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) {
-      result.wall_s = elapsed();
-      return result;  // not our child (or already reaped): exit code stays -1
+  size_t left = pids.size();
+  while (left > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (done[i]) continue;
+      WaitResult& r = results[i];
+      int status = 0;
+      const pid_t got = waitpid(pids[i], &status, WNOHANG);
+      if (got == pids[i] || (got < 0 && errno != EINTR)) {
+        // got < 0: not our child (or already reaped): the exit code stays -1.
+        // A killed group leader's children outlive it unless the group goes too.
+        if (got == pids[i] && r.timed_out && kill_group) kill(-pids[i], SIGKILL);
+        if (got == pids[i]) r.exit_code = ExitCodeOf(status);
+        r.wall_s = elapsed();
+        done[i] = true;
+        --left;
+        continue;
+      }
+      if (!r.timed_out && elapsed() > timeout_s) {
+        r.timed_out = true;
+        kill(kill_group ? -pids[i] : pids[i], SIGKILL);
+      }
     }
-    if (!result.timed_out && elapsed() > timeout_s) {
-      result.timed_out = true;
-      kill(kill_group ? -pid : pid, SIGKILL);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // A killed group leader's children outlive it unless the group goes too.
-  if (result.timed_out && kill_group) kill(-pid, SIGKILL);
-  result.exit_code = ExitCodeOf(status);
-  result.wall_s = elapsed();
-  return result;
+  return results;
+}
+
+WaitResult WaitWithTimeout(pid_t pid, double timeout_s, bool kill_group) {
+  return WaitAllWithTimeout({pid}, timeout_s, kill_group)[0];
 }
 
 }  // namespace xhc

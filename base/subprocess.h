@@ -39,6 +39,11 @@ struct WaitResult {
 // SIGKILLs it (its whole group when `kill_group`) and reaps it.
 WaitResult WaitWithTimeout(pid_t pid, double timeout_s, bool kill_group = false);
 
+// The same for several children running at once: each is waited for (and killed after)
+// the same limit from this call, and its wall_s is the time until it was reaped.
+std::vector<WaitResult> WaitAllWithTimeout(const std::vector<pid_t>& pids, double timeout_s,
+                                           bool kill_group = false);
+
 }  // namespace xhc
 
 #endif  // XHC_BASE_SUBPROCESS_H_

@@ -60,6 +60,35 @@ TEST(SubprocessTest, TimeoutKillsTheWholeGroup) {
   close(fds[0]);
 }
 
+// Children waited for together: each one's own exit code and the time until it ended, the
+// limit applied to each (a slow one is killed without holding up the others' results).
+TEST(SubprocessTest, WaitAllReportsEachChildOnItsOwn) {
+  std::vector<pid_t> pids;
+  for (const char* script : {"exit 3", "sleep 0.6; exit 4", "exec sleep 30"}) {
+    SpawnSpec spec;
+    spec.argv = {"/bin/sh", "-c", script};
+    spec.new_process_group = true;
+    absl::StatusOr<pid_t> pid = Spawn(spec);
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    pids.push_back(*pid);
+  }
+  const std::vector<WaitResult> r = WaitAllWithTimeout(pids, 2.0, /*kill_group=*/true);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].exit_code, 3);
+  EXPECT_FALSE(r[0].timed_out);
+  EXPECT_EQ(r[1].exit_code, 4);
+  EXPECT_FALSE(r[1].timed_out);
+  EXPECT_TRUE(r[2].timed_out);
+  EXPECT_EQ(r[2].exit_code, 128 + 9);
+  // Ended in their own time, not at the slowest one's: the fast child long before the
+  // sleeper, the sleeper after its 0.6 s, the killed one after the 2 s limit.
+  EXPECT_LT(r[0].wall_s, 0.5);
+  EXPECT_GE(r[1].wall_s, 0.55);
+  EXPECT_LT(r[1].wall_s, r[2].wall_s);
+  EXPECT_GE(r[2].wall_s, 2.0);
+  EXPECT_LT(r[2].wall_s, 10);
+}
+
 TEST(SubprocessTest, MissingProgramExits127) {
   SpawnSpec spec;
   spec.argv = {"/nonexistent/xhc-program"};

@@ -25,12 +25,15 @@ namespace {
 // job running on. While a child runs, those signals are passed on to its group; once the
 // child is gone the parent takes the signal itself, as it would have without a child.
 constexpr int kEndingSignals[] = {SIGINT, SIGTERM, SIGHUP};
-std::atomic<pid_t> child_group{0};         // 0: no child yet
+constexpr int kMaxChildren = 8;                   // RunChildren's limit
+std::atomic<pid_t> child_groups[kMaxChildren];    // 0: no child in that slot
 volatile std::sig_atomic_t pending_signal = 0;  // the first ending signal received
 
 void PassOn(int sig) {
-  const pid_t group = child_group.load();
-  if (group > 0) kill(-group, sig);
+  for (const std::atomic<pid_t>& slot : child_groups) {
+    const pid_t group = slot.load();
+    if (group > 0) kill(-group, sig);
+  }
   if (pending_signal == 0) pending_signal = sig;
 }
 
@@ -46,12 +49,12 @@ class PassOnEndingSignals {
     }
   }
   // A signal that came before the child had a group is passed on now.
-  void SetChild(pid_t group) {
-    child_group = group;
+  void SetChild(int slot, pid_t group) {
+    child_groups[slot] = group;
     if (pending_signal != 0) kill(-group, pending_signal);
   }
   ~PassOnEndingSignals() {
-    child_group = 0;
+    for (std::atomic<pid_t>& slot : child_groups) slot = 0;
     for (size_t i = 0; i < std::size(kEndingSignals); ++i) {
       sigaction(kEndingSignals[i], &saved_[i], nullptr);
     }
@@ -70,29 +73,51 @@ class PassOnEndingSignals {
 ChildResult RunChild(const std::vector<std::string>& argv,
                      const std::vector<std::pair<std::string, std::string>>& env,
                      const std::string& log_path, double timeout_s) {
-  ChildResult result;
-  SpawnSpec spec;
-  spec.argv = argv;
-  spec.env = env;
-  spec.new_process_group = true;  // a timeout also ends the workers the child started
-  spec.output_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (spec.output_fd < 0) {
-    result.error = absl::StrCat("open ", log_path, ": ", std::strerror(errno));
-    return result;
+  return RunChildren({ChildCommand{argv, env, log_path}}, timeout_s)[0];
+}
+
+std::vector<ChildResult> RunChildren(const std::vector<ChildCommand>& children,
+                                     double timeout_s) {
+  std::vector<ChildResult> results(children.size());
+  if (children.size() > static_cast<size_t>(kMaxChildren)) {
+    for (ChildResult& r : results) {
+      r.error = absl::StrCat("RunChildren: ", children.size(), " children, at most ",
+                             kMaxChildren, " at once");
+    }
+    return results;
   }
   PassOnEndingSignals pass_on;
-  absl::StatusOr<pid_t> pid = Spawn(spec);
-  close(spec.output_fd);
-  if (!pid.ok()) {
-    result.error = std::string(pid.status().message());
-    return result;
+  std::vector<pid_t> pids;
+  std::vector<size_t> started;  // index into children of each pid
+  for (size_t i = 0; i < children.size(); ++i) {
+    SpawnSpec spec;
+    spec.argv = children[i].argv;
+    spec.env = children[i].env;
+    spec.new_process_group = true;  // a timeout also ends the workers the child started
+    spec.output_fd =
+        open(children[i].log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (spec.output_fd < 0) {
+      results[i].error = absl::StrCat("open ", children[i].log_path, ": ", std::strerror(errno));
+      continue;
+    }
+    absl::StatusOr<pid_t> pid = Spawn(spec);
+    close(spec.output_fd);
+    if (!pid.ok()) {
+      results[i].error = std::string(pid.status().message());
+      continue;
+    }
+    pass_on.SetChild(static_cast<int>(pids.size()), *pid);
+    pids.push_back(*pid);
+    started.push_back(i);
   }
-  pass_on.SetChild(*pid);
-  const WaitResult waited = WaitWithTimeout(*pid, timeout_s, /*kill_group=*/true);
-  result.exit_code = waited.exit_code;
-  result.timed_out = waited.timed_out;
-  result.wall_s = waited.wall_s;
-  return result;
+  const std::vector<WaitResult> waited = WaitAllWithTimeout(pids, timeout_s, /*kill_group=*/true);
+  for (size_t p = 0; p < pids.size(); ++p) {
+    ChildResult& r = results[started[p]];
+    r.exit_code = waited[p].exit_code;
+    r.timed_out = waited[p].timed_out;
+    r.wall_s = waited[p].wall_s;
+  }
+  return results;
 }
 
 std::string TailLines(const std::string& path, int num_lines) {

@@ -1,4 +1,4 @@
-// RunChild passes the signals that end a study (SIGTERM, SIGINT from a Ctrl-C, SIGHUP) on to
+// RunChild (and RunChildren, for each of its children) passes the signals that end a study (SIGTERM, SIGINT from a Ctrl-C, SIGHUP) on to
 // its child's process group: the child leads its own group, so without that the child's job,
 // and every process it started, would run on after the study ended.
 #include "runtime/study/runner.h"
@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -94,6 +95,87 @@ std::string SignalName(const ::testing::TestParamInfo<int>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Signals, RunChildSignals, ::testing::Values(SIGTERM, SIGINT, SIGHUP),
                          SignalName);
+
+// Children of one RunChildren call run at the same time: the first waits for a file that only
+// the second creates, which a one-after-the-other runner would turn into a timeout.
+TEST(RunChildren, RunsTheChildrenAtOnce) {
+  const std::string flag = TempPath("runner_second_started"), log = TempPath("runner_at_once.log");
+  std::remove(flag.c_str());
+  const std::vector<ChildResult> r = RunChildren(
+      {{{"/bin/sh", "-c", absl::StrCat("while [ ! -e ", flag, " ]; do sleep 0.01; done; exit 0")},
+        {},
+        log},
+       {{"/bin/sh", "-c", absl::StrCat("touch ", flag, "; exit 5")}, {}, log}},
+      30);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_FALSE(r[0].timed_out) << "the first child never saw the second one's file";
+  EXPECT_EQ(r[0].exit_code, 0);
+  EXPECT_EQ(r[1].exit_code, 5);
+  EXPECT_TRUE(r[0].error.empty() && r[1].error.empty());
+}
+
+TEST(RunChildren, RefusesMoreThanEightAndStartsNone) {
+  const std::string flag = TempPath("runner_too_many"), log = TempPath("runner_too_many.log");
+  std::remove(flag.c_str());
+  const std::vector<ChildCommand> nine(
+      9, ChildCommand{{"/bin/sh", "-c", absl::StrCat("touch ", flag)}, {}, log});
+  const std::vector<ChildResult> r = RunChildren(nine, 10);
+  ASSERT_EQ(r.size(), 9u);
+  for (const ChildResult& c : r) EXPECT_NE(c.error.find("at most 8"), std::string::npos) << c.error;
+  EXPECT_FALSE(std::ifstream(flag).good()) << "a child was started";
+}
+
+// A SIGTERM to the parent reaches every child's group, not only the last one started.
+TEST(RunChildren, AnEndingSignalEndsEveryChildsGroup) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const std::string log = TempPath("runner_two.log");
+  std::vector<std::string> ready = {TempPath("runner_two_ready_0"), TempPath("runner_two_ready_1")};
+  for (const std::string& f : ready) std::remove(f.c_str());
+  const pid_t parent = fork();
+  ASSERT_GE(parent, 0);
+  if (parent == 0) {
+    signal(SIGTERM, SIG_DFL);
+    std::vector<ChildCommand> children;
+    for (const std::string& f : ready) {
+      children.push_back({{"/bin/sh", "-c",
+                           absl::StrCat("sleep 60 & echo $$ > ", f, ".tmp; mv ", f, ".tmp ", f,
+                                        "; wait")},
+                          {},
+                          log});
+    }
+    const std::vector<ChildResult> r = RunChildren(children, 120);
+    _exit(3);  // reached only if the signal did not end this process
+  }
+  std::vector<pid_t> groups;
+  for (const std::string& f : ready) {
+    pid_t group = 0;
+    for (const auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::seconds(20);) {
+      std::ifstream in(f);
+      if (in >> group) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_GT(group, 0) << "child " << f << " never started";
+    groups.push_back(group);
+  }
+  ASSERT_EQ(kill(parent, SIGTERM), 0);
+  int status = 0;
+  pid_t done = 0;
+  for (const auto t0 = Clock::now(); done == 0 && Clock::now() - t0 < std::chrono::seconds(20);) {
+    done = waitpid(parent, &status, WNOHANG);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(done, parent) << "the parent did not end within 20 s of SIGTERM";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "status " << status;
+  for (const pid_t group : groups) {
+    bool alive = true;
+    for (const auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::seconds(5);) {
+      if (!(alive = GroupAlive(group))) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_FALSE(alive) << "child group " << group << " outlived the parent";
+    if (alive) kill(-group, SIGKILL);
+  }
+}
 
 }  // namespace
 }  // namespace xhc::study
