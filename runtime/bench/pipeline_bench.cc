@@ -14,9 +14,15 @@
 // together over the one-rank run's for the same work (above 1: the same kernels ran slower
 // side by side, shared memory bandwidth or the machine's drift between the two runs);
 // efficiency = busy_fraction / compute_vs_one_rank x the one-rank step over its compute (~1).
+// The side-by-side reference (--side_by_side 1, the default) tells the two apart: two one-rank
+// runs at once, each with 1 thread, load the machine as the R = 2 run does (both cores, their
+// shared L3 and memory), so efficiency_vs_side_by_side = tokens/s at R / (R * tokens/s of one
+// of them) is what is left to the schedule and the runtime, and compute_vs_side_by_side
+// should be ~1. The efficiency and target stay the ones above; this is a diagnosis.
 //
 //   bazel run //runtime/bench:pipeline_bench -- [--residual xhc] [--steps 14] [--warmup 4]
-//                                               [--repeats 1] [--out /tmp/xhc-pipeline-bench]
+//                                               [--repeats 1] [--side_by_side 1]
+//                                               [--out /tmp/xhc-pipeline-bench]
 #include <unistd.h>
 
 #include <cstdio>
@@ -46,6 +52,7 @@ namespace fs = std::filesystem;
 struct Options {
   std::string residual = "xhc", out = "/tmp/xhc-pipeline-bench";
   int steps = 14, warmup = 4, repeats = 1;
+  bool side_by_side = true;  // also two one-rank references at once (above)
 };
 
 std::string ReadAll(const std::string& path) {
@@ -76,23 +83,31 @@ struct Measured {
   study::ModelBubbles model;
 };
 
-// `tag` names the run's directory (schedule_workers by default).
-Measured RunOne(const Options& o, const std::string& xhc, const std::string& schedule,
-                int workers, const std::string& tag = "") {
-  Measured m;
+// The run's directory (`tag`, or schedule_workers by default), with its config written.
+std::string PrepareRun(const Options& o, const std::string& schedule, int workers,
+                       const std::string& tag) {
   const std::string dir =
       absl::StrCat(o.out, "/", tag.empty() ? absl::StrCat(schedule, "_", workers) : tag);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const std::string cfg = dir + "/config.yaml";
-  std::ofstream(cfg) << JobYaml(o, schedule, workers);
-  std::fprintf(stderr, "pipeline_bench: %s on %d rank(s)...\n", schedule.c_str(), workers);
-  const study::ChildResult child =
-      study::RunChild({xhc, "launch", "--config", cfg, "--out", dir + "/run"},
-                      {{"OMP_NUM_THREADS", "1"}}, dir + "/log.txt", 900);
+  std::ofstream(dir + "/config.yaml") << JobYaml(o, schedule, workers);
+  return dir;
+}
+
+study::ChildCommand LaunchCommand(const std::string& xhc, const std::string& dir) {
+  return {{xhc, "launch", "--config", dir + "/config.yaml", "--out", dir + "/run"},
+          {{"OMP_NUM_THREADS", "1"}},
+          dir + "/log.txt"};
+}
+
+// What a finished run in `dir` measured: its steps, its trace, and the simulated bubble of
+// its schedule from its own stage costs.
+Measured Measure(const Options& o, const std::string& schedule, int workers,
+                 const std::string& dir, const study::ChildResult& child) {
+  Measured m;
   if (child.exit_code != 0) {
     m.error = absl::StrCat("exit ", child.exit_code, child.timed_out ? " (timed out)" : "", ": ",
-                           study::TailLines(dir + "/log.txt", 3));
+                           child.error.empty() ? study::TailLines(dir + "/log.txt", 3) : child.error);
     return m;
   }
   absl::StatusOr<study::StepMetrics> metrics =
@@ -121,6 +136,29 @@ Measured RunOne(const Options& o, const std::string& xhc, const std::string& sch
   return m;
 }
 
+constexpr double kRunLimitS = 900;
+
+// One `xhc launch` of `schedule` on `workers` ranks, alone on the machine.
+Measured RunOne(const Options& o, const std::string& xhc, const std::string& schedule,
+                int workers, const std::string& tag = "") {
+  const std::string dir = PrepareRun(o, schedule, workers, tag);
+  std::fprintf(stderr, "pipeline_bench: %s on %d rank(s)...\n", schedule.c_str(), workers);
+  const std::vector<study::ChildResult> child =
+      study::RunChildren({LaunchCommand(xhc, dir)}, kRunLimitS);
+  return Measure(o, schedule, workers, dir, child[0]);
+}
+
+// Two one-rank runs of the R = 2 job's work at once (the side-by-side reference).
+std::vector<Measured> RunOneRankSideBySide(const Options& o, const std::string& xhc,
+                                           const std::string& tag) {
+  const std::string a = PrepareRun(o, "1f1b", 1, tag + "_a");
+  const std::string b = PrepareRun(o, "1f1b", 1, tag + "_b");
+  std::fprintf(stderr, "pipeline_bench: 1f1b on 1 rank, two at once...\n");
+  const std::vector<study::ChildResult> children =
+      study::RunChildren({LaunchCommand(xhc, a), LaunchCommand(xhc, b)}, kRunLimitS);
+  return {Measure(o, "1f1b", 1, a, children[0]), Measure(o, "1f1b", 1, b, children[1])};
+}
+
 double Mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -142,6 +180,7 @@ int Main(const Options& o, const std::string& xhc) {
     // a whole bench takes, and a reference measured minutes earlier moved the ratios by as
     // much as the schedules differ.
     std::vector<double> effs, refs, tps, bubbles, busy, compute_ratio;
+    std::vector<double> sbs_refs, sbs_effs, sbs_compute_ratio;  // --side_by_side
     std::vector<std::vector<double>> exposed;  // per rank, one entry per pair
     std::string error;
     for (int rep = 0; rep < o.repeats; ++rep) {
@@ -151,6 +190,17 @@ int Main(const Options& o, const std::string& xhc) {
       if (!base.ok) {
         std::fprintf(stderr, "pipeline_bench: the one-rank run failed: %s\n", base.error.c_str());
         return 1;
+      }
+      std::vector<Measured> sbs;
+      if (o.side_by_side) {
+        sbs = RunOneRankSideBySide(o, xhc, absl::StrCat("side_by_side_before_", schedule, suffix));
+        for (const Measured& r : sbs) {
+          if (!r.ok) {
+            std::fprintf(stderr, "pipeline_bench: a side-by-side one-rank run failed: %s\n",
+                         r.error.c_str());
+            return 1;
+          }
+        }
       }
       const Measured m = RunOne(o, xhc, schedule, 2, absl::StrCat(schedule, "_2", suffix));
       if (!m.ok) {
@@ -167,6 +217,13 @@ int Main(const Options& o, const std::string& xhc) {
       for (double c : m.trace.compute_ms) compute += c;
       busy.push_back(compute / (2 * m.metrics.step_s * 1e3));
       compute_ratio.push_back(compute / base.trace.compute_ms[0]);
+      if (o.side_by_side) {
+        const double sbs_tps = (sbs[0].metrics.tokens_per_s + sbs[1].metrics.tokens_per_s) / 2;
+        sbs_refs.push_back(sbs_tps);
+        sbs_effs.push_back(m.metrics.tokens_per_s / (2 * sbs_tps));
+        sbs_compute_ratio.push_back(
+            compute / ((sbs[0].trace.compute_ms[0] + sbs[1].trace.compute_ms[0]) / 2));
+      }
       exposed.resize(m.metrics.exposed_comm.size());
       for (size_t r = 0; r < exposed.size(); ++r) exposed[r].push_back(m.metrics.exposed_comm[r]);
     }
@@ -183,10 +240,18 @@ int Main(const Options& o, const std::string& xhc) {
         "\"%s\": {\"tokens_per_s\": %.1f, \"one_rank_tokens_per_s\": %.1f, \"efficiency\": %.3f, "
         "\"efficiency_per_pair\": %s, \"simulated_bubble\": %.3f, \"efficiency_target\": %.3f, "
         "\"meets_target\": %s, \"exposed_comm\": %s, \"busy_fraction\": %.3f, "
-        "\"compute_vs_one_rank\": %.3f, \"compute_vs_one_rank_per_pair\": %s}",
+        "\"compute_vs_one_rank\": %.3f, \"compute_vs_one_rank_per_pair\": %s%s}",
         schedule, Median(tps), Median(refs), efficiency, List(effs), bubble, target,
         efficiency >= target ? "true" : "false", List(exposed_median), Median(busy),
-        Median(compute_ratio), List(compute_ratio)));
+        Median(compute_ratio), List(compute_ratio),
+        !o.side_by_side ? std::string()
+                        : absl::StrFormat(
+                              ", \"side_by_side_one_rank_tokens_per_s\": %.1f, "
+                              "\"efficiency_vs_side_by_side\": %.3f, "
+                              "\"efficiency_vs_side_by_side_per_pair\": %s, "
+                              "\"compute_vs_side_by_side\": %.3f",
+                              Median(sbs_refs), Median(sbs_effs), List(sbs_effs),
+                              Median(sbs_compute_ratio))));
   }
   std::printf("{\"residual\": \"%s\", \"ranks\": 2, \"threads_per_rank\": 1, \"cpu\": \"%s\", "
               "\"cores\": %ld, \"steps\": %d, \"warmup_steps\": %d, \"repeats\": %d, "
@@ -204,7 +269,7 @@ int main(int argc, char** argv) {
   // Flags come in pairs; a lone one (--help included) gets the usage, not a silent default run.
   if (argc % 2 == 0) {
     std::fprintf(stderr, "usage: pipeline_bench [--residual TYPE] [--out DIR] [--steps S] "
-                         "[--warmup W] [--repeats K]\n");
+                         "[--warmup W] [--repeats K] [--side_by_side 0|1]\n");
     return 2;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -213,6 +278,14 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--steps")) o.steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--warmup")) o.warmup = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--repeats")) o.repeats = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--side_by_side")) {
+      const std::string v = argv[i + 1];
+      if (v != "0" && v != "1") {
+        std::fprintf(stderr, "--side_by_side: expected 0 or 1, got '%s'\n", v.c_str());
+        return 2;
+      }
+      o.side_by_side = v == "1";
+    }
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
