@@ -36,6 +36,27 @@ bool GroupAlive(pid_t group) {
   return kill(-group, 0) == 0 || errno != ESRCH;
 }
 
+// The parent's wait status once it has ended, or -1 if it is still running after 20 s.
+int ParentStatusWithin20s(pid_t parent) {
+  int status = 0;
+  pid_t done = 0;
+  for (const auto t0 = Clock::now(); done == 0 && Clock::now() - t0 < std::chrono::seconds(20);) {
+    done = waitpid(parent, &status, WNOHANG);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done == parent ? status : -1;
+}
+
+// Whether `group` is gone within 5 s; a group that is not is killed (the test failed).
+bool GroupEndsWithin5s(pid_t group) {
+  for (const auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::seconds(5);) {
+    if (!GroupAlive(group)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(-group, SIGKILL);
+  return false;
+}
+
 class RunChildSignals : public ::testing::TestWithParam<int> {};
 
 TEST_P(RunChildSignals, AnEndingSignalToTheParentEndsTheChildsWholeGroupFirst) {
@@ -71,22 +92,12 @@ TEST_P(RunChildSignals, AnEndingSignalToTheParentEndsTheChildsWholeGroupFirst) {
   ASSERT_TRUE(GroupAlive(group));
 
   ASSERT_EQ(kill(parent, sig), 0);
-  int status = 0;
-  pid_t done = 0;
-  for (const auto t0 = Clock::now(); done == 0 && Clock::now() - t0 < std::chrono::seconds(20);) {
-    done = waitpid(parent, &status, WNOHANG);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(done, parent) << "the parent did not end within 20 s of signal " << sig;
+  const int status = ParentStatusWithin20s(parent);
+  ASSERT_NE(status, -1) << "the parent did not end within 20 s of signal " << sig;
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig)
       << "the parent must end by the signal it got, after its child; status " << status;
-  bool alive = true;
-  for (const auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::seconds(5);) {
-    if (!(alive = GroupAlive(group))) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_FALSE(alive) << "the child's process group " << group << " outlived the parent";
-  if (alive) kill(-group, SIGKILL);
+  EXPECT_TRUE(GroupEndsWithin5s(group))
+      << "the child's process group " << group << " outlived the parent";
 }
 
 std::string SignalName(const ::testing::TestParamInfo<int>& info) {
@@ -158,22 +169,11 @@ TEST(RunChildren, AnEndingSignalEndsEveryChildsGroup) {
     groups.push_back(group);
   }
   ASSERT_EQ(kill(parent, SIGTERM), 0);
-  int status = 0;
-  pid_t done = 0;
-  for (const auto t0 = Clock::now(); done == 0 && Clock::now() - t0 < std::chrono::seconds(20);) {
-    done = waitpid(parent, &status, WNOHANG);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(done, parent) << "the parent did not end within 20 s of SIGTERM";
+  const int status = ParentStatusWithin20s(parent);
+  ASSERT_NE(status, -1) << "the parent did not end within 20 s of SIGTERM";
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "status " << status;
   for (const pid_t group : groups) {
-    bool alive = true;
-    for (const auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::seconds(5);) {
-      if (!(alive = GroupAlive(group))) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    EXPECT_FALSE(alive) << "child group " << group << " outlived the parent";
-    if (alive) kill(-group, SIGKILL);
+    EXPECT_TRUE(GroupEndsWithin5s(group)) << "child group " << group << " outlived the parent";
   }
 }
 
