@@ -106,8 +106,10 @@ Measured Measure(const Options& o, const std::string& schedule, int workers,
                  const std::string& dir, const study::ChildResult& child) {
   Measured m;
   if (child.exit_code != 0) {
+    const std::string why =
+        child.error.empty() ? study::TailLines(dir + "/log.txt", 3) : child.error;
     m.error = absl::StrCat("exit ", child.exit_code, child.timed_out ? " (timed out)" : "", ": ",
-                           child.error.empty() ? study::TailLines(dir + "/log.txt", 3) : child.error);
+                           why);
     return m;
   }
   absl::StatusOr<study::StepMetrics> metrics =
@@ -143,9 +145,9 @@ Measured RunOne(const Options& o, const std::string& xhc, const std::string& sch
                 int workers, const std::string& tag = "") {
   const std::string dir = PrepareRun(o, schedule, workers, tag);
   std::fprintf(stderr, "pipeline_bench: %s on %d rank(s)...\n", schedule.c_str(), workers);
-  const std::vector<study::ChildResult> child =
-      study::RunChildren({LaunchCommand(xhc, dir)}, kRunLimitS);
-  return Measure(o, schedule, workers, dir, child[0]);
+  const study::ChildCommand cmd = LaunchCommand(xhc, dir);
+  return Measure(o, schedule, workers, dir,
+                 study::RunChild(cmd.argv, cmd.env, cmd.log_path, kRunLimitS));
 }
 
 // Two one-rank runs of the R = 2 job's work at once (the side-by-side reference).

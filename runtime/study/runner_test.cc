@@ -1,6 +1,7 @@
-// RunChild (and RunChildren, for each of its children) passes the signals that end a study (SIGTERM, SIGINT from a Ctrl-C, SIGHUP) on to
-// its child's process group: the child leads its own group, so without that the child's job,
-// and every process it started, would run on after the study ended.
+// RunChild (and RunChildren, for each of its children) passes the signals that end a study
+// (SIGTERM, SIGINT from a Ctrl-C, SIGHUP) on to its child's process group: the child leads its
+// own group, so without that the child's job, and every process it started, would run on
+// after the study ended.
 #include "runtime/study/runner.h"
 
 #include <signal.h>
