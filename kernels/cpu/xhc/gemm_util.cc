@@ -37,7 +37,8 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
   }
 }
 
-void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out) {
+void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out,
+                int sparse_rows) {
   // kAtXColumns = 1152 columns (six AtXRows chunks) per block: 8 blocks at D = 8192 for 2
   // threads, each token's row read as a 4.5 KiB run (AtXRows walks the block's chunks per
   // token block).
@@ -45,7 +46,7 @@ void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx,
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
     const int s = blk * kAtXColumns, len = std::min(kAtXColumns, D - s);
-    AtXRows(n, R, len, A, R, X + s, ldx, out + s, D);
+    AtXRows(n, R, len, A, R, X + s, ldx, out + s, D, sparse_rows);
   }
 }
 

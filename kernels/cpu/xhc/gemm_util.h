@@ -22,7 +22,9 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
 // weight-gradient product, through AtXRows (skinny_gemm.h) on fixed column blocks spread over
 // OpenMP threads. Each element is one running sum over the tokens in order, so the result
 // does not depend on the thread count (nor on the block size). Leaves OpenBLAS alone.
-void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out);
+// sparse_rows: AtXRows' (A's first columns mostly zero: their zeros are skipped, same bits).
+void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out,
+                int sparse_rows = 0);
 // AtXColumns' column block: one AtXRows call each (its sums, R x kAtXColumns, stay in L2).
 constexpr int kAtXColumns = 1152;
 

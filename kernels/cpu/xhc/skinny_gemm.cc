@@ -59,12 +59,13 @@ void AxpyRowsGeneric(int nt, int R, int D, const float* A, int lda, const float*
 }
 
 void AtXRowsGeneric(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-                    float* out, size_t ldo) {
+                    float* out, size_t ldo, int sparse_rows) {
   for (int r = 0; r < R; ++r) std::fill(out + r * ldo, out + r * ldo + D, 0.0f);
   for (int t = 0; t < n; ++t) {
     const float* __restrict x = X + t * ldx;
     for (int r = 0; r < R; ++r) {
       const float a = A[static_cast<size_t>(t) * lda + r];
+      if (r < sparse_rows && a == 0.0f) continue;
       float* __restrict o = out + r * ldo;
       for (int c = 0; c < D; ++c) o[c] += a * x[c];
     }
@@ -118,13 +119,16 @@ void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, siz
 }
 
 void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-             float* out, size_t ldo) {
+             float* out, size_t ldo, int sparse_rows) {
+  sparse_rows = std::clamp(sparse_rows, 0, R);
   switch (ActiveSkinnyIsa()) {
 #ifdef XHC_SKINNY_X86
-    case SkinnyIsa::kAvx512: return internal::AtXRowsAvx512(n, R, D, A, lda, X, ldx, out, ldo);
-    case SkinnyIsa::kAvx2: return internal::AtXRowsAvx2(n, R, D, A, lda, X, ldx, out, ldo);
+    case SkinnyIsa::kAvx512:
+      return internal::AtXRowsAvx512(n, R, D, A, lda, X, ldx, out, ldo, sparse_rows);
+    case SkinnyIsa::kAvx2:
+      return internal::AtXRowsAvx2(n, R, D, A, lda, X, ldx, out, ldo, sparse_rows);
 #endif
-    default: return internal::AtXRowsGeneric(n, R, D, A, lda, X, ldx, out, ldo);
+    default: return internal::AtXRowsGeneric(n, R, D, A, lda, X, ldx, out, ldo, sparse_rows);
   }
 }
 

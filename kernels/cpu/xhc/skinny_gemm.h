@@ -38,8 +38,14 @@ void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, siz
 // (e.g. over threads) or on the shapes of the other elements. Single-threaded: callers
 // spread column ranges over threads (AtXColumns in gemm_util.h does). With FMA on both,
 // avx512 and avx2 give the same bits here (each element's sum is lane-independent).
+// sparse_rows: rows [0, sparse_rows) have mostly zero coefficients (the router's: per token
+// only the routed streams' are nonzero), so each token's nonzero ones are added one row at a
+// time and its zeros skipped, instead of a full register tile over every row. Same bits as
+// sparse_rows = 0 where X is finite: an FMA (or the generic path's multiply and add) with a
+// zero factor adds a signed zero, which leaves the running sum (started at +0, never -0)
+// unchanged.
 void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-             float* out, size_t ldo);
+             float* out, size_t ldo, int sparse_rows = 0);
 
 // W (R, D) prepared once for many DotRows calls against it: the fused passes use one W for
 // every token block, and the vector paths pack W's column chunks into contiguous buffers (rows

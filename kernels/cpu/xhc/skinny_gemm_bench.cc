@@ -2,7 +2,8 @@
 // thread: DotRows (16 tokens x 16384 against 32 rows: XhcPre's projections; 16 x 4096 against
 // 32: its map projections; 16 x 8192 against 80 and 64: xhc_flash's window entry) and AxpyRows
 // (the BackwardInput products), per path this CPU supports, against OpenBLAS sgemm on 256-token
-// blocks (the alternative of issue #12).
+// blocks (the alternative of issue #12); AtXRows (the weight passes), and where the case has
+// router rows, with their zeros multiplied densely against skipped (sparse_rows).
 // "stream": the token blocks walk a 4096-token state (memory-bound like the real pass);
 // "cached": the same block again and again; "packed-W": DotRows streaming with W packed once
 // (the avx512 path transposes W: its unpacked calls pay that per call). Prints GFLOP/s, best of 5.
@@ -45,11 +46,12 @@ void Run() {
   struct Case {
     const char* name;
     int R, D;
+    int router;  // leading rows that are the router's (AtXRows' sparse_rows), 0: none
   };
   // At model_bench's N*C: flash, xhc_flash window 4's entry projection (router + 4 read maps,
   // DotRows and AtXRows); flash64, its input-gradient product (the read maps' rows, AxpyRows).
-  for (const Case cs : {Case{"proj", 32, 16384}, Case{"maps", 32, 4096}, Case{"flash", 80, 8192},
-                        Case{"flash64", 64, 8192}}) {
+  for (const Case cs : {Case{"proj", 32, 16384, 16}, Case{"maps", 32, 4096, 0},
+                        Case{"flash", 80, 8192, 16}, Case{"flash64", 64, 8192, 0}}) {
     const int R = cs.R, D = cs.D;
     const auto X = random(static_cast<size_t>(kTokens) * D), W = random(static_cast<size_t>(R) * D);
     std::vector<float> out(static_cast<size_t>(kTokens) * D);  // big enough for both products
@@ -98,6 +100,26 @@ void Run() {
         }
       });
       std::printf("%-5s %-8s AtXRows %6.1f GFLOP/s\n", cs.name, SkinnyIsaName(isa), flops / atx / 1e9);
+      if (cs.router == 0) continue;
+      // The weight pass's real coefficients: of the router's rows 2 per token nonzero (the
+      // routed streams'), the rest zero; dense tiles against zeros skipped (same bits).
+      auto routed = A;
+      for (int t = 0; t < kTokens; ++t) {
+        for (int r = 0; r < cs.router; ++r) {
+          if (r != t % cs.router && r != (t * 7 + 3) % cs.router) routed[t * R + r] = 0.0f;
+        }
+      }
+      double ms[2];
+      for (int sparse : {0, 1}) {
+        ms[sparse] = 1e3 * Seconds([&] {
+          for (int c = 0; c < D; c += kAtXColumns) {
+            AtXRows(kTokens, R, std::min(kAtXColumns, D - c), routed.data(), R, X.data() + c, D,
+                    g.data() + c, D, sparse ? cs.router : 0);
+          }
+        });
+      }
+      std::printf("%-5s %-8s AtXRows router rows dense %6.1f ms, zeros skipped %6.1f ms\n",
+                  cs.name, SkinnyIsaName(isa), ms[0], ms[1]);
     }
     const double atx_blas = Seconds([&] {
       for (int c = 0; c < D; c += 512) {

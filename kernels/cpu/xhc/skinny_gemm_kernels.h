@@ -27,9 +27,9 @@ void PackDotRowsAvx2(int R, int D, const float* W, size_t ldw, PackedBuffer* pac
 void DotRowsAvx2Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                        float* out, int ldo);
 void AtXRowsGeneric(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-                    float* out, size_t ldo);
+                    float* out, size_t ldo, int sparse_rows);
 void AtXRowsAvx2(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-                 float* out, size_t ldo);
+                 float* out, size_t ldo, int sparse_rows);
 void DotRowsAvx512(int nt, int R, int D, const float* X, size_t ldx, const float* W,
                    size_t ldw, float* out, int ldo);
 void AxpyRowsAvx512(int nt, int R, int D, const float* A, int lda, const float* W,
@@ -38,7 +38,7 @@ void PackDotRowsAvx512(int R, int D, const float* W, size_t ldw, PackedBuffer* p
 void DotRowsAvx512Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                          float* out, int ldo);
 void AtXRowsAvx512(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-                   float* out, size_t ldo);
+                   float* out, size_t ldo, int sparse_rows);
 
 }  // namespace xhc::kernels::cpu::internal
 

@@ -491,9 +491,68 @@ inline void AtXRowGroup(int kt, int padded, const float* A, int lda, const float
   for (; c < padded; c += kL) AtXTile<S, RN, 1>(kt, A, lda, xp + c, acc + c);
 }
 
+// AtXRows' sparse rows (sparse_rows): per row, its nonzero coefficients of a token block in
+// token order, each with its token's offset in the packed block (xp). Built once per token
+// block (without branches), read by every column chunk.
+struct SparseTerm {
+  float a;
+  int x_off;
+};
+struct SparseRowTerms {
+  std::vector<SparseTerm> terms;  // row r's at r * kAtXTokens
+  std::vector<int> count;         // per row
+
+  void Build(int kt, int sparse, const float* A, int lda) {
+    terms.resize(static_cast<size_t>(sparse) * kAtXTokens);
+    count.assign(sparse, 0);
+    for (int r = 0; r < sparse; ++r) {
+      SparseTerm* row = terms.data() + static_cast<size_t>(r) * kAtXTokens;
+      int m = 0;
+      for (int t = 0; t < kt; ++t) {
+        row[m] = {A[t * lda + r], t * kAtXChunk};
+        m += row[m].a != 0.0f;
+      }
+      count[r] = m;
+    }
+  }
+};
+
+// Rows [0, sparse) of the chunk's sums (row stride kAtXChunk) += their nonzero terms: register
+// tiles of 3 vectors over each row's terms, in token order, so each element is the same
+// running sum as in the dense tiles.
+template <class S>
+inline void AtXSparseRows(const SparseRowTerms& st, int padded, const float* xp, float* acc) {
+  using V = typename S::V;
+  constexpr int kL = S::kL;
+  for (int r = 0; r < static_cast<int>(st.count.size()); ++r) {
+    const int m = st.count[r];
+    const SparseTerm* terms = st.terms.data() + static_cast<size_t>(r) * kAtXTokens;
+    float* o = acc + r * kAtXChunk;
+    int c = 0;
+    for (; m > 0 && c + 3 * kL <= padded; c += 3 * kL) {
+      V a0 = S::LoadA(o + c), a1 = S::LoadA(o + c + kL), a2 = S::LoadA(o + c + 2 * kL);
+      for (int i = 0; i < m; ++i) {
+        const V s = S::Bcast(&terms[i].a);
+        const float* x = xp + terms[i].x_off + c;
+        a0 = S::Fma(s, S::LoadA(x), a0);
+        a1 = S::Fma(s, S::LoadA(x + kL), a1);
+        a2 = S::Fma(s, S::LoadA(x + 2 * kL), a2);
+      }
+      S::StoreA(o + c, a0), S::StoreA(o + c + kL, a1), S::StoreA(o + c + 2 * kL, a2);
+    }
+    for (; m > 0 && c < padded; c += kL) {
+      V a0 = S::LoadA(o + c);
+      for (int i = 0; i < m; ++i) {
+        a0 = S::Fma(S::Bcast(&terms[i].a), S::LoadA(xp + terms[i].x_off + c), a0);
+      }
+      S::StoreA(o + c, a0);
+    }
+  }
+}
+
 template <class S>
 void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-                 float* out, size_t ldo) {
+                 float* out, size_t ldo, int sparse) {
   // Token blocks outer, the call's column chunks inner: a block's rows are read as runs of D
   // columns (the caller's whole column range, e.g. 4 KiB), which the hardware prefetcher
   // follows, instead of 768-byte runs one chunk at a time across all n tokens. The running
@@ -503,9 +562,11 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
   thread_local std::vector<float, CacheLineAllocator<float>> acc_s;
   acc_s.assign(static_cast<size_t>(chunks) * chunk_stride, 0.0f);
   alignas(64) float xp[kAtXTokens * kAtXChunk];
+  thread_local SparseRowTerms sparse_terms;
   for (int t0 = 0; t0 < n; t0 += kAtXTokens) {
     const int kt = std::min(kAtXTokens, n - t0);
     const float* a = A + static_cast<size_t>(t0) * lda;
+    sparse_terms.Build(kt, sparse, a, lda);
     for (int k = 0, c0 = 0; k < chunks; ++k, c0 += kAtXChunk) {
       const int cl = std::min(kAtXChunk, D - c0);
       const int padded = PadToLanes<S>(cl);  // zero columns: sums of +0, never stored
@@ -518,8 +579,10 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
                           : t0 + kt < n ? X + (t0 + kt) * ldx : nullptr;
       const int next_rows = !last ? kt : std::min(kAtXTokens, n - t0 - kt);
       const int next_cl = !last ? std::min(kAtXChunk, D - c0 - kAtXChunk) : std::min(kAtXChunk, D);
-      const int groups = (R + 3) / 4, per_group = (next_rows + groups - 1) / groups;
-      int r0 = 0;
+      AtXSparseRows<S>(sparse_terms, padded, xp, acc);
+      const int groups = std::max(1, (R - sparse + 3) / 4);
+      const int per_group = (next_rows + groups - 1) / groups;
+      int r0 = sparse;
       for (int g = 0; r0 + 4 <= R; r0 += 4, ++g) {
         if (next) {
           PrefetchRows<S>(next, ldx, next_cl, g * per_group,
@@ -527,7 +590,9 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
         }
         AtXRowGroup<S, 4>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk);
       }
-      if (next && r0 < R) PrefetchRows<S>(next, ldx, next_cl, (groups - 1) * per_group, next_rows);
+      if (next && (r0 < R || r0 == sparse)) {  // the last, partial group's share (or all)
+        PrefetchRows<S>(next, ldx, next_cl, (groups - 1) * per_group, next_rows);
+      }
       switch (R - r0) {
         case 3: AtXRowGroup<S, 3>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk); break;
         case 2: AtXRowGroup<S, 2>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk); break;
@@ -568,8 +633,8 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
     AxpyRowsSimd<S>(nt, R, D, A, lda, W, ldw, out, ldo, accumulate);                           \
   }                                                                                            \
   void AtXRows##S(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,    \
-                  float* out, size_t ldo) {                                                    \
-    AtXRowsSimd<S>(n, R, D, A, lda, X, ldx, out, ldo);                                         \
+                  float* out, size_t ldo, int sparse_rows) {                                   \
+    AtXRowsSimd<S>(n, R, D, A, lda, X, ldx, out, ldo, sparse_rows);                            \
   }                                                                                            \
   }  // namespace xhc::kernels::cpu::internal
 

@@ -149,6 +149,40 @@ TEST_P(SkinnyGemmTest, AtXRowsIndependentOfSplit) {
   }
 }
 
+// AtXRows' sparse_rows: the leading rows, router-like (per token 2 nonzero coefficients, some
+// tokens none, zeros of both signs), with zeros skipped give the dense call's bits in every row,
+// also where such a row has no zeros at all; R = sparse_rows (no dense rows) and ragged
+// shapes included; out's padding untouched.
+TEST_P(SkinnyGemmTest, AtXRowsSkippingZerosGivesTheDenseBits) {
+  std::mt19937 rng = Rng();
+  struct Case {
+    int n, R, D, sparse;
+  };
+  for (const Case s : {Case{75, 32, 1037, 16}, Case{40, 80, 2100, 16}, Case{33, 16, 263, 16},
+                       Case{17, 7, 17, 3}, Case{5, 20, 200, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << s.n << " R=" << s.R << " D=" << s.D);
+    const int lda = s.R + 1;
+    const size_t ldx = s.D + 3, ldo = s.D + 2;
+    auto A = Random(static_cast<size_t>(s.n) * lda, rng), X = Random(s.n * ldx, rng);
+    for (int t = 0; t < s.n; ++t) {
+      float* a = A.data() + static_cast<size_t>(t) * lda;
+      const int keep0 = static_cast<int>(rng() % s.sparse), keep1 = static_cast<int>(rng() % s.sparse);
+      for (int r = 0; r < s.sparse; ++r) {
+        const bool none = t % 7 == 3, full = s.sparse == 1 && t % 2 == 0;
+        if (full || (!none && (r == keep0 || r == keep1))) continue;
+        a[r] = (r + t) % 2 ? -0.0f : 0.0f;
+      }
+    }
+    std::vector<float> dense(s.R * ldo, -7.0f), skipping(dense);
+    AtXRows(s.n, s.R, s.D, A.data(), lda, X.data(), ldx, dense.data(), ldo);
+    AtXRows(s.n, s.R, s.D, A.data(), lda, X.data(), ldx, skipping.data(), ldo, s.sparse);
+    ASSERT_EQ(0, std::memcmp(dense.data(), skipping.data(), sizeof(float) * dense.size()));
+    for (int r = 0; r < s.R; ++r) {
+      for (size_t c = s.D; c < ldo; ++c) ASSERT_EQ(skipping[r * ldo + c], -7.0f) << r;
+    }
+  }
+}
+
 // The determinism contract: a token's outputs do not depend on the block it is computed in
 // (its position in the block, the block's size, i.e. the register tile it falls in).
 TEST_P(SkinnyGemmTest, TokenResultIndependentOfBlock) {

@@ -44,7 +44,8 @@ const float* WindowProjectionProducts(const XhcDims& d, const XhcCache& cache, c
       }
     }
     win.wgrad.resize(static_cast<size_t>(R) * D);
-    cpu::AtXColumns(n, R, D, A.data(), X0, D, win.wgrad.data());
+    // The router's rows: per token only the routed streams' dz are nonzero (skipped zeros).
+    cpu::AtXColumns(n, R, D, A.data(), X0, D, win.wgrad.data(), /*sparse_rows=*/N);
   }
   return win.wgrad.data();
 }
@@ -84,8 +85,9 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
         a[off + i] = dzp[i] * alpha * cache.rstd[tok];         // d / d W of alpha rms(x).W
       }
     }
-    // tmp (R, D) = A^T (R, n) . X_in (n, D)
-    cpu::AtXColumns(n, R, D, A.data(), X_in, D, tmp.data());
+    // tmp (R, D) = A^T (R, n) . X_in (n, D); of the router's rows (first) only the routed
+    // streams' are nonzero per token (k - m of N: TokenMapGrads), so their zeros are skipped.
+    cpu::AtXColumns(n, R, D, A.data(), X_in, D, tmp.data(), off);
     t_router = tmp.data();
     t_pre = tmp.data() + static_cast<size_t>(off) * D;
   }
