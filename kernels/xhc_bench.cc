@@ -11,7 +11,9 @@
 // (cpu_model from /proc/cpuinfo, cpu_isas: the skinny GEMM paths it supports, skinny_isa: the
 // one that ran, XHC_CPU_ISA forces it; kernels/cpu/xhc/skinny_gemm_isa.h), wall and CPU time
 // per fused phase (phase_ms, phase_cpu_ms), --no_reference for quick runs, --rounds R (best
-// of R timed steps, default 5; more for a profile). How to compare versions on this noisy
+// of R timed steps, default 5; more for a profile), --residual V (the variant table, at the
+// --shape and --rounds given; xhc_bench_variants.h); anything else stops it with the usage
+// (xhc_bench_args_test). How to compare versions on this noisy
 // shared machine, and the tuning log (predictions vs measurements): kernels/cpu/xhc/PERF.md.
 
 #include <omp.h>
@@ -336,20 +338,32 @@ int Main(bool json, bool run_reference) {
 int main(int argc, char** argv) {
   xhc::MaybeReexecWithTunedEnv(argv);
   xhc::KeepFreedMemoryInProcess();
+  constexpr const char* kUsage =
+      "usage: xhc_bench [--json] [--no_reference] [--shape bench|model] [--rounds R] "
+      "[--residual xhc|xhc_flash2|xhc_flash4|mhc|mhc_conv|hc|all]\n";
   bool json = false, run_reference = true;  // --no_reference: quick runs while tuning
   std::string residual;                     // --residual V: the variant table instead
+  // A flag that is misspelt, or lacks its value, stops the run with the usage: a benchmark
+  // that ran something other than what was asked would report the wrong figures.
   for (int i = 1; i < argc; ++i) {
-    json |= std::strcmp(argv[i], "--json") == 0;
-    run_reference &= std::strcmp(argv[i], "--no_reference") != 0;
-    if (std::strcmp(argv[i], "--residual") == 0 && i + 1 < argc) residual = argv[++i];
-    if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+    const std::string flag = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (flag == "--help" || flag == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else if (flag == "--json") {
+      json = true;
+    } else if (flag == "--no_reference") {
+      run_reference = false;
+    } else if (flag == "--residual" && has_value) {
+      residual = argv[++i];
+    } else if (flag == "--rounds" && has_value) {
       xhc::kernels::g_rounds = std::atoi(argv[++i]);
       if (xhc::kernels::g_rounds < 1) {
         std::fprintf(stderr, "xhc_bench: --rounds: expected a positive count\n");
         return 2;
       }
-    }
-    if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+    } else if (flag == "--shape" && has_value) {
       const std::string shape = argv[++i];
       if (shape == "model") {
         xhc::kernels::g_T = 256, xhc::kernels::g_C = 512;
@@ -358,6 +372,11 @@ int main(int argc, char** argv) {
                      shape.c_str());
         return 2;
       }
+    } else {
+      const bool takes_value = flag == "--residual" || flag == "--rounds" || flag == "--shape";
+      std::fprintf(stderr, "xhc_bench: %s '%s'\n%s",
+                   takes_value ? "missing value for" : "unknown argument", flag.c_str(), kUsage);
+      return 2;
     }
   }
   // A bad XHC_CPU_ISA is reported before any work (the kernels would abort on first use).
@@ -365,6 +384,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "xhc_bench: %s\n", std::string(isa.status().message()).c_str());
     return 2;
   }
-  if (!residual.empty()) return xhc::kernels::RunVariantBench(residual, json);
+  if (!residual.empty()) {
+    return xhc::kernels::RunVariantBench(
+        residual, json, {xhc::kernels::g_B, xhc::kernels::g_T, xhc::kernels::g_C,
+                         xhc::kernels::g_rounds});
+  }
   return xhc::kernels::Main(json, run_reference);
 }

@@ -36,9 +36,6 @@
 namespace xhc::kernels {
 namespace {
 
-constexpr int kB = 4, kT = 1024, kC = 1024;
-constexpr size_t kTok = static_cast<size_t>(kB) * kT;
-
 struct VariantSpec {
   const char* name;
   ResidualType type;
@@ -85,15 +82,15 @@ struct Sub {
     *g = Add(n, 0, 0, rng);
   }
 
-  Sub(const VariantSpec& v, int pos, std::mt19937& rng) {
+  Sub(const VariantSpec& v, int pos, int C_model, std::mt19937& rng) {
     cfg.type = v.type;
     cfg.n_streams = v.N, cfg.n_active = v.k, cfg.n_fixed = v.m;
     cfg.is_mlp = pos % 2 == 1;
     cfg.conv_kernels = v.kernels;
     if (v.type == ResidualType::kHc) cfg.conv_kernels.clear();
     if (v.type == ResidualType::kXhcFlash) cfg.window = v.window, cfg.window_pos = pos;
-    d = ResolveDims(cfg, kC).value();
-    const size_t D = d.D(), Da = d.Da(), C = kC, N = d.N;
+    d = ResolveDims(cfg, C_model).value();
+    const size_t D = d.D(), Da = d.Da(), C = C_model, N = d.N;
     if (d.hc) {
       Pair(&P.pre_weight, &G.pre_weight, C, 0.02f, 0, rng);
       Pair(&P.post_weight, &G.post_weight, C, 0.02f, 0, rng);
@@ -150,14 +147,15 @@ void Check(const absl::Status& s, const char* what) {
 }
 
 // Forward (and backward) of the group; X is reset from X0 first.
-double RunGroup(std::vector<Sub>& subs, const std::vector<float>& X0, std::vector<float>& X,
-                std::vector<float>& dX, std::vector<float>& u, bool backward) {
+double RunGroup(const VariantBenchShape& shape, std::vector<Sub>& subs,
+                const std::vector<float>& X0, std::vector<float>& X, std::vector<float>& dX,
+                std::vector<float>& u, bool backward) {
   X = X0;
   const double t0 = Now();
   for (size_t q = 0; q < subs.size(); ++q) {
     Sub& s = subs[q];
     if (s.d.flash && q > 0) s.cache.window = subs[0].cache.window;
-    Check(XhcPre(s.cfg, s.P, kB, kT, kC, X.data(), u.data(), &s.cache), "XhcPre");
+    Check(XhcPre(s.cfg, s.P, shape.B, shape.T, shape.C, X.data(), u.data(), &s.cache), "XhcPre");
     Check(XhcPost(s.cfg, s.P, u.data(), X.data(), &s.cache), "XhcPost");  // F = copy
   }
   if (backward) {
@@ -179,7 +177,7 @@ double RunGroup(std::vector<Sub>& subs, const std::vector<float>& X0, std::vecto
 
 }  // namespace
 
-int RunVariantBench(const std::string& which, bool json) {
+int RunVariantBench(const std::string& which, bool json, const VariantBenchShape& shape) {
   std::vector<const VariantSpec*> chosen;
   std::vector<std::string> names;
   for (const VariantSpec& v : Variants()) {
@@ -196,7 +194,7 @@ int RunVariantBench(const std::string& which, bool json) {
     std::mt19937 rng(1234);
     std::vector<Sub> subs;
     subs.reserve(v->window);
-    for (int q = 0; q < v->window; ++q) subs.emplace_back(*v, q, rng);
+    for (int q = 0; q < v->window; ++q) subs.emplace_back(*v, q, shape.C, rng);
     if (v->type == ResidualType::kXhcFlash) {  // the entry projects every read map (spec 4.5)
       for (const Sub& s : subs) {
         subs[0].P.window_pre_weight.push_back(s.P.pre_weight);
@@ -204,21 +202,24 @@ int RunVariantBench(const std::string& which, bool json) {
         subs[0].P.window_pre_alpha.push_back(s.P.pre_alpha);
       }
     }
-    const size_t state = kTok * v->N * kC;
-    std::vector<float> X0(state), X, dX, u(kTok * kC);
+    const size_t tokens = static_cast<size_t>(shape.B) * shape.T;
+    const size_t state = tokens * v->N * shape.C;
+    std::vector<float> X0(state), X, dX, u(tokens * shape.C);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (auto& e : X0) e = nd(rng);
-    RunGroup(subs, X0, X, dX, u, true);  // warm-up: allocations, page faults
+    RunGroup(shape, subs, X0, X, dX, u, true);  // warm-up: allocations, page faults
     Timing t;
-    for (int it = 0; it < 3; ++it) t.fwd_s = std::min(t.fwd_s, RunGroup(subs, X0, X, dX, u, false));
-    for (int it = 0; it < 3; ++it) {
-      t.fwdbwd_s = std::min(t.fwdbwd_s, RunGroup(subs, X0, X, dX, u, true));
+    for (int it = 0; it < shape.rounds; ++it) {
+      t.fwd_s = std::min(t.fwd_s, RunGroup(shape, subs, X0, X, dX, u, false));
+    }
+    for (int it = 0; it < shape.rounds; ++it) {
+      t.fwdbwd_s = std::min(t.fwdbwd_s, RunGroup(shape, subs, X0, X, dX, u, true));
     }
     double floats = 0;
     for (const Sub& s : subs) floats += s.ForwardFloatsPerC();
     const double per_sub_C = floats / v->window;
     const double fwd_ms = t.fwd_s * 1e3 / v->window, fwdbwd_ms = t.fwdbwd_s * 1e3 / v->window;
-    const double gbps = per_sub_C * kC * 4.0 * kTok / (fwd_ms * 1e-3) / 1e9;
+    const double gbps = per_sub_C * shape.C * 4.0 * tokens / (fwd_ms * 1e-3) / 1e9;
     rows.push_back(absl::StrFormat(
         "\"%s\": {\"N\": %d, \"k\": %d, \"sublayers\": %d, \"fwd_bytes_per_token_per_sublayer_C\": "
         "%.1f, \"paper_table4_C\": %s, \"fwd_ms_per_sublayer\": %.2f, "
@@ -234,8 +235,9 @@ int RunVariantBench(const std::string& which, bool json) {
     }
   }
   if (json) {
-    std::printf("{\"tokens\": %zu, \"C\": %d, \"threads\": %d, \"variants\": {%s}}\n", kTok, kC,
-                omp_get_max_threads(), absl::StrJoin(rows, ", ").c_str());
+    std::printf("{\"tokens\": %d, \"C\": %d, \"rounds\": %d, \"threads\": %d, \"variants\": {%s}}\n",
+                shape.B * shape.T, shape.C, shape.rounds, omp_get_max_threads(),
+                absl::StrJoin(rows, ", ").c_str());
   }
   return 0;
 }
