@@ -1,7 +1,8 @@
 // The register-sweep helpers of cpu_util.h claim the bits of the plain loops they replace
 // (the kernels' results, and the checkpoints they lead to, must not move when one is used):
 // AddScaledRows against y = start (or zeros) then one Axpy per term, AccumulateProducts
-// against one product pass per term, over widths that leave each of their tails.
+// against one product pass per term, MultiDot against one Dot per stream, over widths that
+// leave each of their tails.
 // Compiled with the kernels' -ffp-contract=off, so no side gets fused multiply-adds.
 #include <cstring>
 #include <random>
@@ -26,6 +27,22 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 constexpr int kWidths[] = {1, 15, 16, 63, 64, 65, 200, 512};
+
+// Every stream count through MultiDot's groups of 4 and each remainder (1-3), more than the
+// 16 streams of xhc's tokens included.
+TEST(CpuUtilTest, MultiDotIsOneDotPerStream) {
+  std::mt19937 rng(static_cast<uint32_t>(xhc::testing::TestSeed("cpu-util-multidot")));
+  for (const int n : kWidths) {
+    for (const int m : {1, 2, 3, 4, 5, 7, 8, 16, 17, 19, 33}) {
+      const int ldx = n + 3;
+      const std::vector<float> a = Draw(rng, n), x = Draw(rng, static_cast<size_t>(m) * ldx);
+      std::vector<float> want(m), got(m, -1.0f);
+      for (int i = 0; i < m; ++i) want[i] = Dot(n, a.data(), x.data() + static_cast<size_t>(i) * ldx);
+      MultiDot(n, a.data(), m, x.data(), ldx, got.data());
+      ASSERT_TRUE(SameBits(want, got)) << "n=" << n << " m=" << m;
+    }
+  }
+}
 
 TEST(CpuUtilTest, AddScaledRowsIsTheAxpySequence) {
   std::mt19937 rng(static_cast<uint32_t>(xhc::testing::TestSeed()));
