@@ -106,7 +106,11 @@ struct Sublayer {
     const double restore = 2 * kC_;  // the weight pass's RestoreInput: xa read, k rows written
     return (fwd + bwd_out + bwd_in + wgt + restore) * 4.0 * Tokens();
   }
-  // Flops: the three projection sgemms of each kind plus the O(N C) vector work.
+  // Flops: the three projection sgemms of each kind plus the O(N C) vector work, counted dense:
+  // both backward products of the router's rows run only over the routed streams' rows
+  // (k - m of N per token: TokenAddSparseRows, AtXRows' sparse_rows), so the fused path does
+  // fewer than this (the roofline's bound, the larger of the bytes' and the flops' times, is
+  // so if anything flattering to the kernels where the flops' time is the larger).
   double Flops() const {
     const double D = d.D(), Da = d.Da(), R = 2.0 * kN, Q = d.Q();
     const double gemm = 3 * (2 * D * R + 2 * Da * Q);

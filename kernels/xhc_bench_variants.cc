@@ -235,7 +235,8 @@ int RunVariantBench(const std::string& which, bool json, const VariantBenchShape
     }
   }
   if (json) {
-    std::printf("{\"tokens\": %d, \"C\": %d, \"rounds\": %d, \"threads\": %d, \"variants\": {%s}}\n",
+    std::printf("{\"tokens\": %d, \"C\": %d, \"rounds\": %d, \"threads\": %d, "
+                "\"variants\": {%s}}\n",
                 shape.B * shape.T, shape.C, shape.rounds, omp_get_max_threads(),
                 absl::StrJoin(rows, ", ").c_str());
   }

@@ -105,7 +105,9 @@ XHC_INLINE void MultiDotFixed(int n, const float* __restrict a, const float* __r
 XHC_INLINE void MultiDot(int n, const float* __restrict a, int m, const float* __restrict x,
                          int ldx, float* dots) {
   int i = 0;
-  for (; i + 4 <= m; i += 4) MultiDotFixed<4>(n, a, x + static_cast<size_t>(i) * ldx, ldx, dots + i);
+  for (; i + 4 <= m; i += 4) {
+    MultiDotFixed<4>(n, a, x + static_cast<size_t>(i) * ldx, ldx, dots + i);
+  }
   switch (m - i) {
     case 3: return MultiDotFixed<3>(n, a, x + static_cast<size_t>(i) * ldx, ldx, dots + i);
     case 2: return MultiDotFixed<2>(n, a, x + static_cast<size_t>(i) * ldx, ldx, dots + i);

@@ -37,7 +37,9 @@ TEST(CpuUtilTest, MultiDotIsOneDotPerStream) {
       const int ldx = n + 3;
       const std::vector<float> a = Draw(rng, n), x = Draw(rng, static_cast<size_t>(m) * ldx);
       std::vector<float> want(m), got(m, -1.0f);
-      for (int i = 0; i < m; ++i) want[i] = Dot(n, a.data(), x.data() + static_cast<size_t>(i) * ldx);
+      for (int i = 0; i < m; ++i) {
+        want[i] = Dot(n, a.data(), x.data() + static_cast<size_t>(i) * ldx);
+      }
       MultiDot(n, a.data(), m, x.data(), ldx, got.data());
       ASSERT_TRUE(SameBits(want, got)) << "n=" << n << " m=" << m;
     }

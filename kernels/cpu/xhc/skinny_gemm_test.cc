@@ -166,7 +166,8 @@ TEST_P(SkinnyGemmTest, AtXRowsSkippingZerosGivesTheDenseBits) {
     auto A = Random(static_cast<size_t>(s.n) * lda, rng), X = Random(s.n * ldx, rng);
     for (int t = 0; t < s.n; ++t) {
       float* a = A.data() + static_cast<size_t>(t) * lda;
-      const int keep0 = static_cast<int>(rng() % s.sparse), keep1 = static_cast<int>(rng() % s.sparse);
+      const int keep0 = static_cast<int>(rng() % s.sparse);
+      const int keep1 = static_cast<int>(rng() % s.sparse);
       for (int r = 0; r < s.sparse; ++r) {
         const bool none = t % 7 == 3, full = s.sparse == 1 && t % 2 == 0;
         if (full || (!none && (r == keep0 || r == keep1))) continue;
