@@ -39,8 +39,8 @@ void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, siz
 // spread column ranges over threads (AtXColumns in gemm_util.h does). With FMA on both,
 // avx512 and avx2 give the same bits here (each element's sum is lane-independent).
 // sparse_rows: rows [0, sparse_rows) have mostly zero coefficients (the router's: per token
-// only the routed streams' are nonzero), so each token's nonzero ones are added one row at a
-// time and its zeros skipped, instead of a full register tile over every row. Same bits as
+// only the routed streams' are nonzero), so each such row takes only its nonzero ones (listed
+// per token block, in token order) instead of a register tile over every token. Same bits as
 // sparse_rows = 0 where X is finite: an FMA (or the generic path's multiply and add) with a
 // zero factor adds a signed zero, which leaves the running sum (started at +0, never -0)
 // unchanged.
