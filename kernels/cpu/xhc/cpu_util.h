@@ -140,33 +140,53 @@ XHC_INLINE void WeightedSum(int n, int m, const float* __restrict h, const float
   }
 }
 
-// y_o = sum_i h[o * m + i] * x_i for o < nout (at most 4; y_o = y + o * ldy), all outputs
-// formed in one sweep over the m rows: each y_o is bit-identical to WeightedSum with its h.
-XHC_INLINE void WeightedSums(int n, int m, int nout, const float* __restrict h,
-                             const float* __restrict x, int ldx, float* __restrict y, int ldy) {
+// WeightedSums for a compile-time count of outputs: the accumulators are set one by one
+// (an `= {}` array of them was cleared through memory with `rep stos` on every chunk, and the
+// array stayed on the stack: perf on Zen 3, a third of TokenFlashEntry's samples; PERF.md 75).
+template <int NO>
+XHC_INLINE void WeightedSumsFixed(int n, int m, const float* __restrict h,
+                                  const float* __restrict x, int ldx, float* __restrict y,
+                                  int ldy) {
   constexpr int kW = 2 * kLanes;
   int c = 0;
   for (; c + kW <= n; c += kW) {
-    V16 a[4][2] = {};
+    V16 a[NO][2];
+#pragma GCC unroll 4
+    for (int o = 0; o < NO; ++o) a[o][0] = V16{}, a[o][1] = V16{};
     for (int i = 0; i < m; ++i) {
       const float* __restrict xi = x + static_cast<size_t>(i) * ldx + c;
       const V16 x0 = LoadV(xi), x1 = LoadV(xi + kLanes);
-      for (int o = 0; o < nout; ++o) {
+#pragma GCC unroll 4
+      for (int o = 0; o < NO; ++o) {
         const float hi = h[o * m + i];
         a[o][0] += hi * x0, a[o][1] += hi * x1;
       }
     }
-    for (int o = 0; o < nout; ++o) {
+#pragma GCC unroll 4
+    for (int o = 0; o < NO; ++o) {
       StoreV(y + static_cast<size_t>(o) * ldy + c, a[o][0]);
       StoreV(y + static_cast<size_t>(o) * ldy + c + kLanes, a[o][1]);
     }
   }
   for (; c < n; ++c) {
-    for (int o = 0; o < nout; ++o) {
+    for (int o = 0; o < NO; ++o) {
       float acc = 0;
       for (int i = 0; i < m; ++i) acc += h[o * m + i] * x[static_cast<size_t>(i) * ldx + c];
       y[static_cast<size_t>(o) * ldy + c] = acc;
     }
+  }
+}
+
+// y_o = sum_i h[o * m + i] * x_i for o < nout (at most 4; y_o = y + o * ldy), all outputs
+// formed in one sweep over the m rows: each y_o is bit-identical to WeightedSum with its h.
+XHC_INLINE void WeightedSums(int n, int m, int nout, const float* __restrict h,
+                             const float* __restrict x, int ldx, float* __restrict y, int ldy) {
+  switch (nout) {
+    case 1: return WeightedSumsFixed<1>(n, m, h, x, ldx, y, ldy);
+    case 2: return WeightedSumsFixed<2>(n, m, h, x, ldx, y, ldy);
+    case 3: return WeightedSumsFixed<3>(n, m, h, x, ldx, y, ldy);
+    case 4: return WeightedSumsFixed<4>(n, m, h, x, ldx, y, ldy);
+    default: return;
   }
 }
 
@@ -215,16 +235,21 @@ XHC_INLINE void AccumulateProducts(int C, int n, const float* a, ptrdiff_t lda, 
                                    ptrdiff_t ldb, float* out, bool accumulate) {
   int c = 0;
   for (; c + 4 * kLanes <= C; c += 4 * kLanes) {
-    V16 acc[4] = {};
+    // Four named sums, not an array (see AddScaledRows).
+    V16 s0 = {}, s1 = {}, s2 = {}, s3 = {};
     if (accumulate) {
-      for (int q = 0; q < 4; ++q) acc[q] = LoadV(out + c + q * kLanes);
+      s0 = LoadV(out + c), s1 = LoadV(out + c + kLanes);
+      s2 = LoadV(out + c + 2 * kLanes), s3 = LoadV(out + c + 3 * kLanes);
     }
     for (int i = 0; i < n; ++i) {
       const float* ai = a + i * lda + c;
       const float* bi = b + i * ldb + c;
-      for (int q = 0; q < 4; ++q) acc[q] += LoadV(ai + q * kLanes) * LoadV(bi + q * kLanes);
+      s0 += LoadV(ai) * LoadV(bi), s1 += LoadV(ai + kLanes) * LoadV(bi + kLanes);
+      s2 += LoadV(ai + 2 * kLanes) * LoadV(bi + 2 * kLanes);
+      s3 += LoadV(ai + 3 * kLanes) * LoadV(bi + 3 * kLanes);
     }
-    for (int q = 0; q < 4; ++q) StoreV(out + c + q * kLanes, acc[q]);
+    StoreV(out + c, s0), StoreV(out + c + kLanes, s1);
+    StoreV(out + c + 2 * kLanes, s2), StoreV(out + c + 3 * kLanes, s3);
   }
   for (; c + kLanes <= C; c += kLanes) {
     V16 acc = accumulate ? LoadV(out + c) : V16{};
@@ -252,15 +277,22 @@ XHC_INLINE void AddScaledRows(int n, int m, const float* h, const float* const* 
                               const float* start, float* y) {
   int c = 0;
   for (; c + 4 * kLanes <= n; c += 4 * kLanes) {
-    V16 acc[4] = {};
+    // Four named sums: as an `= {}` array GCC cleared them through memory (`rep stos`) on
+    // every chunk and kept them on the stack (perf on Zen 3: 28% of TokenPost's samples on
+    // that rep stos; PERF.md 75).
+    V16 s0 = {}, s1 = {}, s2 = {}, s3 = {};
     if (start) {
-      for (int q = 0; q < 4; ++q) acc[q] = LoadV(start + c + q * kLanes);
+      s0 = LoadV(start + c), s1 = LoadV(start + c + kLanes);
+      s2 = LoadV(start + c + 2 * kLanes), s3 = LoadV(start + c + 3 * kLanes);
     }
     for (int i = 0; i < m; ++i) {
       const float hi = h[i];
-      for (int q = 0; q < 4; ++q) acc[q] += hi * LoadV(x[i] + c + q * kLanes);
+      const float* xi = x[i] + c;
+      s0 += hi * LoadV(xi), s1 += hi * LoadV(xi + kLanes);
+      s2 += hi * LoadV(xi + 2 * kLanes), s3 += hi * LoadV(xi + 3 * kLanes);
     }
-    for (int q = 0; q < 4; ++q) StoreV(y + c + q * kLanes, acc[q]);
+    StoreV(y + c, s0), StoreV(y + c + kLanes, s1);
+    StoreV(y + c + 2 * kLanes, s2), StoreV(y + c + 3 * kLanes, s3);
   }
   for (; c < n; ++c) {
     float acc = start ? start[c] : 0.0f;

@@ -1,8 +1,8 @@
 // The register-sweep helpers of cpu_util.h claim the bits of the plain loops they replace
 // (the kernels' results, and the checkpoints they lead to, must not move when one is used):
 // AddScaledRows against y = start (or zeros) then one Axpy per term, AccumulateProducts
-// against one product pass per term, MultiDot against one Dot per stream, over widths that
-// leave each of their tails.
+// against one product pass per term, MultiDot against one Dot per stream, WeightedSums against
+// one WeightedSum per output, over widths that leave each of their tails.
 // Compiled with the kernels' -ffp-contract=off, so no side gets fused multiply-adds.
 #include <cstring>
 #include <random>
@@ -42,6 +42,27 @@ TEST(CpuUtilTest, MultiDotIsOneDotPerStream) {
       }
       MultiDot(n, a.data(), m, x.data(), ldx, got.data());
       ASSERT_TRUE(SameBits(want, got)) << "n=" << n << " m=" << m;
+    }
+  }
+}
+
+// Every output count WeightedSums takes (1-4: xhc_flash's later sublayers of a window of up to
+// 5), each output against WeightedSum with its own row of h.
+TEST(CpuUtilTest, WeightedSumsIsOneWeightedSumPerOutput) {
+  std::mt19937 rng(static_cast<uint32_t>(xhc::testing::TestSeed("cpu-util-weighted-sums")));
+  for (const int n : kWidths) {
+    for (const int m : {1, 4, 16}) {
+      for (int nout = 1; nout <= 4; ++nout) {
+        const int ldx = n + 5, ldy = n + 2;
+        const std::vector<float> x = Draw(rng, static_cast<size_t>(m) * ldx);
+        const std::vector<float> h = Draw(rng, static_cast<size_t>(nout) * m);
+        std::vector<float> want(static_cast<size_t>(nout) * ldy, -3.0f), got = want;
+        for (int o = 0; o < nout; ++o) {
+          WeightedSum(n, m, h.data() + o * m, x.data(), ldx, want.data() + o * ldy);
+        }
+        WeightedSums(n, m, nout, h.data(), x.data(), ldx, got.data(), ldy);
+        ASSERT_TRUE(SameBits(want, got)) << "n=" << n << " m=" << m << " nout=" << nout;
+      }
     }
   }
 }
