@@ -177,16 +177,19 @@ XHC_INLINE void WeightedSumsFixed(int n, int m, const float* __restrict h,
   }
 }
 
-// y_o = sum_i h[o * m + i] * x_i for o < nout (at most 4; y_o = y + o * ldy), all outputs
-// formed in one sweep over the m rows: each y_o is bit-identical to WeightedSum with its h.
+// y_o = sum_i h[o * m + i] * x_i for o < nout (y_o = y + o * ldy), up to 4 outputs formed in
+// one sweep over the m rows (more take one sweep per 4): each y_o is bit-identical to
+// WeightedSum with its h. nout <= 0 writes nothing.
 XHC_INLINE void WeightedSums(int n, int m, int nout, const float* __restrict h,
                              const float* __restrict x, int ldx, float* __restrict y, int ldy) {
+  for (; nout > 4; nout -= 4, h += 4 * m, y += static_cast<size_t>(4) * ldy)
+    WeightedSumsFixed<4>(n, m, h, x, ldx, y, ldy);
   switch (nout) {
     case 1: return WeightedSumsFixed<1>(n, m, h, x, ldx, y, ldy);
     case 2: return WeightedSumsFixed<2>(n, m, h, x, ldx, y, ldy);
     case 3: return WeightedSumsFixed<3>(n, m, h, x, ldx, y, ldy);
     case 4: return WeightedSumsFixed<4>(n, m, h, x, ldx, y, ldy);
-    default: return;
+    default: return;  // nout <= 0
   }
 }
 

@@ -46,13 +46,13 @@ TEST(CpuUtilTest, MultiDotIsOneDotPerStream) {
   }
 }
 
-// Every output count WeightedSums takes (1-4: xhc_flash's later sublayers of a window of up to
-// 5), each output against WeightedSum with its own row of h.
+// Output counts 0-9 (xhc_flash's later sublayers pass 1-4; more go 4 at a time), each output
+// against WeightedSum with its own row of h; nout = 0 must leave y untouched.
 TEST(CpuUtilTest, WeightedSumsIsOneWeightedSumPerOutput) {
   std::mt19937 rng(static_cast<uint32_t>(xhc::testing::TestSeed("cpu-util-weighted-sums")));
   for (const int n : kWidths) {
     for (const int m : {1, 4, 16}) {
-      for (int nout = 1; nout <= 4; ++nout) {
+      for (int nout = 0; nout <= 9; ++nout) {
         const int ldx = n + 5, ldy = n + 2;
         const std::vector<float> x = Draw(rng, static_cast<size_t>(m) * ldx);
         const std::vector<float> h = Draw(rng, static_cast<size_t>(nout) * m);
