@@ -8,10 +8,10 @@
 //
 // Determinism: every output element is reduced in a fixed order that depends only on its own
 // row and the shapes (not on the block it sits in, nor on the thread). Which instructions
-// form the sums depends on the path (skinny_gemm_isa.h): avx512 (FMA; DotRows in runs of 512
-// columns), avx2 (FMA, 8 lanes), generic (separate multiply and add, 16 lanes). So results can
-// differ in the last bits between paths (machines, or XHC_CPU_ISA), never between runs or
-// thread counts on one.
+// form the sums depends on the path (skinny_gemm_isa.h): avx512 and avx2 (FMA, DotRows in runs
+// of 512 columns: the two give the same bits), generic (separate multiply and add, 16 lanes).
+// So results can differ in the last bits between generic and the vector paths (machines, or
+// XHC_CPU_ISA), never between runs or thread counts on one.
 
 #include <cstddef>
 #include <new>
@@ -48,9 +48,8 @@ void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_
              float* out, size_t ldo, int sparse_rows = 0);
 
 // W (R, D) prepared once for many DotRows calls against it: the fused passes use one W for
-// every token block, and the vector paths pack W's column chunks into contiguous buffers (rows
-// 64 KiB apart share cache sets; avx512 packs W transposed), which per call cost ~20% of
-// DotRows (PERF.md, 11; with avx512's transpose, more: the unpacked call is for tests). Made for
+// every token block, and the vector paths pack W transposed (skinny_gemm_simd.h), which per
+// call costs more than the product of a token block (the unpacked call is for tests). Made for
 // the path active when packing, which it then runs (results are the unpacked call's, bit for
 // bit). The generic path reads W in place. W must outlive it. (AxpyRows has no such form: a
 // prepacked W measured slower there.)

@@ -29,8 +29,6 @@ namespace {
 struct Avx2 {
   using V = __m256;
   using Mask = __m256i;
-  static constexpr bool kDotByBroadcast = false;  // DotRows' scheme (skinny_gemm_simd.h)
-  static constexpr int kDotChunk = 256;  // DotRows' column chunk (skinny_gemm_simd.h)
   static constexpr int kL = 8;
   static V Zero() { return _mm256_setzero_ps(); }
   static V Load(const float* p) { return _mm256_loadu_ps(p); }

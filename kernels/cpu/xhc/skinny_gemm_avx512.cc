@@ -28,8 +28,6 @@ namespace {
 struct Avx512 {
   using V = __m512;
   using Mask = __mmask16;
-  static constexpr bool kDotByBroadcast = true;  // DotRows' scheme (skinny_gemm_simd.h)
-  static constexpr int kDotChunk = 512;  // DotRows' column chunk (skinny_gemm_simd.h)
   static constexpr int kL = 16;
   static V Zero() { return _mm512_setzero_ps(); }
   static V Load(const float* p) { return _mm512_loadu_ps(p); }

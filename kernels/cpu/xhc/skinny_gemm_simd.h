@@ -5,7 +5,7 @@
 // vector type S and compiled once per path: skinny_gemm_avx2.cc (S = 8-lane __m256) and
 // skinny_gemm_avx512.cc (S = 16-lane __m512), each under its own target pragma (GCC's, or
 // clang's in the fuzz build; the build targets x86-64-v2), so each TU gets its own copy of
-// everything here (unnamed namespace). S provides: V, kL (lanes), kDotChunk, Zero, Load
+// everything here (unnamed namespace). S provides: V, kL (lanes), Zero, Load
 // (unaligned), LoadA / StoreA (aligned to the vector), Store, Bcast (one float to every lane),
 // Fma (a * b + c), Add, Mask, TailMask(n) (lanes [0, n) on, 0 < n < kL), LoadMasked (others
 // zero), StoreMasked, Prefetch (to L1), Pin (the value itself, opaque to the compiler: a vector
@@ -17,11 +17,10 @@
 // accumulators already cover its FMA latency (2 pipes x 4 cycles), so it keeps the tiles
 // with twice the columns per vector. Tuning measurements: PERF.md.
 //
-// Sums: a DotRows output is kL partial sums (lane l takes columns c = l mod kL, c
-// increasing), added lane 0 first, or on the broadcast paths (kDotByBroadcast: AVX-512) runs of
-// kDotRun columns added in order (below); AxpyRows' sum over r is r = 0, 1, ... from zero, then
-// added to out; AtXRows' elements are one running sum over t. All with FMA. So avx2 and avx512
-// agree bit for bit in AxpyRows and AtXRows and differ in DotRows' last bits.
+// Sums: a DotRows output is runs of kDotRun columns added in order (below); AxpyRows' sum
+// over r is r = 0, 1, ... from zero, then added to out; AtXRows' elements are one running sum
+// over t. All with FMA and independent of the vector width, so avx2 and avx512 agree bit for
+// bit in all three (the generic path, skinny_gemm.cc, sums DotRows in lanes: other last bits).
 
 #include <algorithm>
 #include <cstring>
@@ -44,14 +43,8 @@ namespace {
 // the same column of all 16 X rows and 32 W rows falls in ONE cache set (8 ways), so
 // unpacked the chunk that was meant to stay in L1 thrashed (measured on AVX2: DotRows at 30
 // GFLOP/s whether X was in cache or streamed). Packing costs one load + store per element,
-// which DotRows uses 16 (W) or 32 (X) times.
-// DotRows column chunk: S::kDotChunk columns. Packed X (16 x 256: 16 KiB on AVX2) stays in L1
-// across the row groups, each group's 3 W rows across the token groups; the partial sums (16
-// tokens x 32 rows x kL lanes: 16 KiB on AVX2, 32 on AVX-512) are loaded and stored once per
-// tile and chunk, which at 128 columns cost ~10% (AVX2 micro-benchmark: 128 -> 52, 256 -> 58,
-// 512 -> 55 GFLOP/s with W prepacked). AVX-512 does a chunk's columns in half the steps, so
-// it takes 512 (Zen 5, packed W: 111-116 -> 120-127 GFLOP/s; PERF.md 37).
-constexpr int kMaxR = 32;  // DotRows rows per pass (partial sums above)
+// which the product then uses many times. (DotRows no longer packs X: it reads X's rows in
+// place, in order, below.)
 // AxpyRows column chunk (a multiple of the 3-vector tile at both widths): packed W chunk (32
 // rows) 24 KiB in L1, reused by the 4 token groups (AVX2 micro-benchmark, streaming / cached:
 // 96 -> 47 / 62, 192 -> 47 / 65, 384 -> 51 / 64 GFLOP/s; 384 did not help BackwardInput,
@@ -100,114 +93,34 @@ inline void PackRows(int rows, int rows_left, bool lead_in, const float* src, si
   }
 }
 
-// One step of kL columns at column c of the packed chunks (row stride S::kDotChunk) for a TN x RN
-// tile: W rows in registers, one X vector at a time (TN * RN FMAs for TN + RN loads).
-template <class S, int TN, int RN>
-inline void DotStep(const float* X, const float* W, int c, typename S::V (&a)[TN][RN]) {
-  typename S::V w[RN];
-  XHC_UNROLL
-  for (int j = 0; j < RN; ++j) w[j] = S::Pin(S::LoadA(W + j * S::kDotChunk + c));
-  XHC_UNROLL
-  for (int i = 0; i < TN; ++i) {
-    const typename S::V x = S::Pin(S::LoadA(X + i * S::kDotChunk + c));
-    XHC_UNROLL
-    for (int j = 0; j < RN; ++j) a[i][j] = S::Fma(x, w[j], a[i][j]);
-  }
-}
-
-// One TN x RN tile over the packed chunk's columns [0, cl), cl a multiple of kL (the packed
-// chunk is zero-padded): acc holds its (TN, RN) kL-lane partial sums (row stride R).
-template <class S, int TN, int RN>
-inline void DotTile(const float* X, const float* W, int cl, float* acc, int R) {
-  typename S::V a[TN][RN];
-  XHC_UNROLL
-  for (int i = 0; i < TN; ++i)
-    XHC_UNROLL
-    for (int j = 0; j < RN; ++j) a[i][j] = S::LoadA(acc + (i * R + j) * S::kL);
-  for (int c = 0; c < cl; c += S::kL) DotStep<S, TN, RN>(X, W, c, a);
-  XHC_UNROLL
-  for (int i = 0; i < TN; ++i)
-    XHC_UNROLL
-    for (int j = 0; j < RN; ++j) S::StoreA(acc + (i * R + j) * S::kL, a[i][j]);
-}
-
-template <class S, int RN>
-inline void DotTileTokens(int tn, const float* X, const float* W, int cl, float* acc, int R) {
-  switch (tn) {
-    case 4: DotTile<S, 4, RN>(X, W, cl, acc, R); break;
-    case 3: DotTile<S, 3, RN>(X, W, cl, acc, R); break;
-    case 2: DotTile<S, 2, RN>(X, W, cl, acc, R); break;
-    default: DotTile<S, 1, RN>(X, W, cl, acc, R); break;
-  }
-}
-
-// DotRows for at most kMaxR rows. wpk: W prepacked by PackDotRows (chunk k's rows at
-// wpk + k * chunk_stride, row stride S::kDotChunk), or nullptr: pack each chunk of W here.
-template <class S>
-void DotRowsGroup(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
-                  const float* wpk, size_t chunk_stride, float* out, int ldo) {
-  constexpr int kL = S::kL;
-  alignas(64) float acc[kMaxTokens * kMaxR * kL];
-  alignas(64) float xp[kMaxTokens * S::kDotChunk], wp[kMaxR * S::kDotChunk];
-  std::memset(acc, 0, sizeof(float) * nt * R * kL);
-  for (int c0 = 0, k = 0; c0 < D; c0 += S::kDotChunk, ++k) {
-    const int cl = std::min(S::kDotChunk, D - c0);
-    PackRows<S, S::kDotChunk>(nt, nt, true, X + c0, ldx, cl, xp);
-    const float* wc = wpk ? wpk + k * chunk_stride : wp;
-    if (!wpk) PackRows<S, S::kDotChunk>(R, R, true, W + c0, ldw, cl, wp);
-    const int padded = PadToLanes<S>(cl);  // the zero columns add +0 to every sum
-    // The next chunk's X rows are requested while this one computes, a share per row group,
-    // so its pack finds them in cache (the pack's own look-ahead is 4 rows, far shorter than
-    // the miss latency of rows N*C floats apart: PERF.md 30).
-    const int next_cl = std::min(S::kDotChunk, D - c0 - S::kDotChunk);
-    const int groups = (R + 2) / 3, per_group = (nt + groups - 1) / groups;
-    // Row groups outer: a group's 3 W rows are reused by all 4 token groups.
-    for (int r0 = 0, g = 0; r0 < R; r0 += 3, ++g) {
-      const int rn = std::min(3, R - r0);
-      if (next_cl > 0) {
-        PrefetchRows<S>(X + c0 + S::kDotChunk, ldx, next_cl, std::min(nt, g * per_group),
-                        std::min(nt, (g + 1) * per_group));
-      }
-      const float* w = wc + r0 * S::kDotChunk;
-      for (int t0 = 0; t0 < nt; t0 += 4) {
-        const int tn = std::min(4, nt - t0);
-        const float* x = xp + t0 * S::kDotChunk;
-        float* a = acc + (t0 * R + r0) * kL;
-        switch (rn) {
-          case 3: DotTileTokens<S, 3>(tn, x, w, padded, a, R); break;
-          case 2: DotTileTokens<S, 2>(tn, x, w, padded, a, R); break;
-          default: DotTileTokens<S, 1>(tn, x, w, padded, a, R); break;
-        }
-      }
-    }
-  }
-  for (int t = 0; t < nt; ++t) {
-    for (int r = 0; r < R; ++r) {
-      const float* a = acc + (t * R + r) * kL;
-      float s = 0;
-      for (int l = 0; l < kL; ++l) s += a[l];  // fixed order: lane 0 first
-      out[t * ldo + r] = s;
-    }
-  }
-}
-
-inline size_t NumChunks(int D, int chunk) { return (D + chunk - 1) / chunk; }
-
-// DotRows by broadcasts (paths with S::kDotByBroadcast: AVX-512). The outputs' rows are the
-// vector lanes: W is packed transposed in passes of P = DotPassRows() = 2 kL rows (pass p's
-// element (c, r) at p * D * P + c * P + r, rows past R zero), and a tile of TN tokens
-// keeps TN x RV accumulators (RV = 1-3 vectors, DotRowsBcastPacked) while it
-// walks kDotRun columns: per column RV loads of W and TN broadcasts of X for TN * RV FMAs, X's
-// rows read in place, in order (no packing, no lane reductions). With AVX-512's 32 registers
-// this runs near the FMA peak where the lane-split tiles above stayed at ~0.55 of it (Zen 5:
-// PERF.md 48); on AVX2 (16 registers, 8 lanes) the same scheme measured slower than them.
+// DotRows by broadcasts. The outputs' rows are the vector lanes: W is packed transposed in
+// passes of P = DotPassRows() = 2 kL rows (pass p's element (c, r) at p * D * P + c * P + r,
+// rows past R zero), and a tile of TN tokens keeps TN x RV accumulators (RV = 1-4 vectors,
+// DotRowsBcastPacked) while it walks kDotRun columns: per column RV loads of W and TN
+// broadcasts of X for TN * RV FMAs, X's rows read in place, in order (no packing, no lane
+// reductions). It replaced tiles that split each output over the lanes (X and W packed per
+// column chunk, a lane reduction per output), which stayed at ~0.55 of the FMA peak: on
+// AVX-512 (Zen 5, PERF.md 48) and on AVX2 (Zen 3, 4 tokens x 4 vectors: PERF.md 78).
 // Sums: each output is runs of kDotRun terms (c increasing, FMA from zero), the runs added in
-// order; so it does not depend on the tile, block or thread either.
+// order; so it depends neither on the tile, block or thread nor on the vector width.
 constexpr int kDotRun = 512;  // a run's W rows (64 KiB) are read by every tile of the block
 
 template <class S>
 constexpr int DotPassRows() {
   return 2 * S::kL;
+}
+
+// Vectors of rows one walk over X takes at most, and the tokens of an RV-vector tile: with 32
+// registers (kL = 16) 16 accumulators for RV = 1 or 2, 24 for RV = 3; with 16 (AVX2) 12
+// accumulators, RV + 1 registers for W and the broadcast (RV = 4: one W vector from memory).
+template <class S>
+constexpr int DotMaxVectors() {
+  return S::kL == 16 ? 3 : 4;
+}
+template <class S, int RV>
+constexpr int DotTileTokens() {
+  if constexpr (S::kL == 16) return RV == 3 ? 8 : 16 / RV;
+  return 12 / RV;
 }
 
 // Columns [c0, c1) of TN tokens against RV vectors of packed rows from Wt on (vector v: pass
@@ -217,6 +130,8 @@ inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const 
                        float* tot) {
   using V = typename S::V;
   constexpr int kW = DotPassRows<S>();
+  // Vectors of W held in registers; the rest are FMA memory operands (AVX2's RV = 4).
+  constexpr int kPinned = S::kL == 16 ? RV : std::min(RV, 3);
   V a[TN][RV];
   XHC_UNROLL
   for (int i = 0; i < TN; ++i)
@@ -227,7 +142,8 @@ inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const 
     XHC_UNROLL
     for (int v = 0; v < RV; ++v) {
       const size_t pass = static_cast<size_t>(v / 2) * D * kW;
-      w[v] = S::Pin(S::LoadA(Wt + pass + static_cast<size_t>(c) * kW + (v % 2) * S::kL));
+      const V wv = S::LoadA(Wt + pass + static_cast<size_t>(c) * kW + (v % 2) * S::kL);
+      w[v] = v < kPinned ? S::Pin(wv) : wv;
     }
     XHC_UNROLL
     for (int i = 0; i < TN; ++i) {
@@ -262,7 +178,7 @@ template <class S, int RV>
 void DotBcastPass(int nt, int rows, int D, const float* X, size_t ldx, const float* Wt,
                   float* out, int ldo) {
   constexpr int kStride = RV * S::kL;
-  constexpr int kTile = RV == 3 ? 8 : 16 / RV;
+  constexpr int kTile = DotTileTokens<S, RV>();
   alignas(64) float tot[kMaxTokens * kStride];
   std::memset(tot, 0, sizeof(float) * nt * kStride);
   for (int c0 = 0; c0 < D; c0 += kDotRun) {
@@ -283,10 +199,14 @@ void DotRowsBcastPacked(int nt, int R, int D, const float* X, size_t ldx, const 
                         float* out, int ldo) {
   for (int r0 = 0; r0 < R;) {
     const int vectors = (R - r0 + S::kL - 1) / S::kL;
-    const int rv = vectors <= 3 ? vectors : 2;
+    constexpr int kMaxV = DotMaxVectors<S>();
+    const int rv = vectors <= kMaxV ? vectors : kMaxV == 4 ? 4 : 2;
     const int rows = std::min(rv * S::kL, R - r0);
     const float* wt = packed + static_cast<size_t>(r0) * D;  // pass r0 / DotPassRows
     switch (rv) {
+      case 4:
+        if constexpr (kMaxV >= 4) DotBcastPass<S, 4>(nt, rows, D, X, ldx, wt, out + r0, ldo);
+        break;
       case 3: DotBcastPass<S, 3>(nt, rows, D, X, ldx, wt, out + r0, ldo); break;
       case 2: DotBcastPass<S, 2>(nt, rows, D, X, ldx, wt, out + r0, ldo); break;
       default: DotBcastPass<S, 1>(nt, rows, D, X, ldx, wt, out + r0, ldo); break;
@@ -310,41 +230,20 @@ void PackDotRowsBcast(int R, int D, const float* W, size_t ldw, PackedBuffer* pa
 template <class S>
 void DotRowsSimd(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
                  float* out, int ldo) {
-  if constexpr (S::kDotByBroadcast) {  // the packed call's sums: pack here, per call
-    thread_local PackedBuffer packed;
-    PackDotRowsBcast<S>(R, D, W, ldw, &packed);
-    return DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed.data(), out, ldo);
-  }
-  for (int r0 = 0; r0 < R; r0 += kMaxR) {  // rows in groups of 32: each output's sum unchanged
-    DotRowsGroup<S>(nt, std::min(kMaxR, R - r0), D, X, ldx, W + r0 * ldw, ldw, nullptr, 0,
-                    out + r0, ldo);
-  }
+  thread_local PackedBuffer packed;  // the packed call's sums: W packed here, per call
+  PackDotRowsBcast<S>(R, D, W, ldw, &packed);
+  DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed.data(), out, ldo);
 }
 
-// Layout: chunk k (S::kDotChunk columns, zero-padded to a multiple of kL) of all R rows at
-// k * R * S::kDotChunk, row stride S::kDotChunk; the broadcast paths' layout is above.
 template <class S>
 void PackDotRowsSimd(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {
-  if constexpr (S::kDotByBroadcast) return PackDotRowsBcast<S>(R, D, W, ldw, packed);
-  const size_t stride = static_cast<size_t>(R) * S::kDotChunk;
-  packed->assign(NumChunks(D, S::kDotChunk) * stride, 0.0f);
-  for (int c0 = 0, k = 0; c0 < D; c0 += S::kDotChunk, ++k) {
-    PackRows<S, S::kDotChunk>(R, R, true, W + c0, ldw, std::min(S::kDotChunk, D - c0),
-                              packed->data() + k * stride);
-  }
+  PackDotRowsBcast<S>(R, D, W, ldw, packed);
 }
 
 template <class S>
 void DotRowsPackedSimd(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                        float* out, int ldo) {
-  if constexpr (S::kDotByBroadcast) {
-    return DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed, out, ldo);
-  }
-  const size_t stride = static_cast<size_t>(R) * S::kDotChunk;
-  for (int r0 = 0; r0 < R; r0 += kMaxR) {
-    DotRowsGroup<S>(nt, std::min(kMaxR, R - r0), D, X, ldx, nullptr, 0, packed + r0 * S::kDotChunk,
-                    stride, out + r0, ldo);
-  }
+  DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed, out, ldo);
 }
 
 // TN tokens x (CW vectors of kL columns, the last masked when kMasked): out (+)= A . W over

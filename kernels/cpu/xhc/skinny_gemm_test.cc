@@ -229,23 +229,28 @@ INSTANTIATE_TEST_SUITE_P(Paths, SkinnyGemmTest,
                          ::testing::Values(SkinnyIsa::kAvx512, SkinnyIsa::kAvx2, SkinnyIsa::kGeneric),
                          [](const auto& info) { return std::string(SkinnyIsaName(info.param)); });
 
-// skinny_gemm_simd.h's claim: the avx2 and avx512 builds of AxpyRows and AtXRows give the same
-// bits (each element is one FMA chain whatever the vector width), on ragged shapes. Needs a
-// CPU with AVX-512 (skipped visibly elsewhere).
-TEST(SkinnyGemmPathsTest, Avx2AndAvx512AgreeBitForBitInAxpyAndAtX) {
+// skinny_gemm_simd.h's claim: the avx2 and avx512 builds of DotRows, AxpyRows and AtXRows give
+// the same bits (each element is one FMA chain, or DotRows' runs of them, whatever the vector
+// width), on ragged shapes and row counts that split into different walks (avx2 takes up to 4
+// vectors of 8 rows per walk, avx512 up to 3 of 16). Needs a CPU with AVX-512 (skipped visibly
+// elsewhere).
+TEST(SkinnyGemmPathsTest, Avx2AndAvx512AgreeBitForBit) {
   if (!CpuSupportsSkinnyIsa(SkinnyIsa::kAvx512)) {
     GTEST_SKIP() << "CPU lacks avx512 (supports " << CpuSkinnyIsas() << ")";
   }
   std::mt19937 rng(static_cast<uint32_t>(xhc::testing::TestSeed("avx2-avx512")));
-  for (const Shape s : {Shape{16, 32, 2100}, Shape{5, 20, 1037}, Shape{3, 7, 17}}) {
+  for (const Shape s :
+       {Shape{16, 32, 2100}, Shape{5, 20, 1037}, Shape{3, 7, 17}, Shape{13, 80, 600}}) {
     const int lda = s.R + 1;
     const size_t ld = s.D + 3;
     auto A = Random(s.nt * lda, rng), W = Random(s.R * ld, rng), X = Random(s.nt * ld, rng);
     const auto start = Random(s.nt * ld, rng);
-    std::vector<float> y[2] = {start, start}, g[2];
+    std::vector<float> y[2] = {start, start}, g[2], d[2];
     const SkinnyIsa paths[2] = {SkinnyIsa::kAvx2, SkinnyIsa::kAvx512};
     for (int p = 0; p < 2; ++p) {
       ASSERT_TRUE(SetSkinnyIsaForTesting(paths[p]).ok());
+      d[p].assign(s.nt * s.R, 0.0f);
+      DotRows(s.nt, PackForDotRows(s.R, s.D, W.data(), ld), X.data(), ld, d[p].data(), s.R);
       AxpyRows(s.nt, s.R, s.D, A.data(), lda, W.data(), ld, y[p].data(), ld, true);
       g[p].assign(s.R * ld, 0.0f);
       AtXRows(s.nt, s.R, s.D, A.data(), lda, X.data(), ld, g[p].data(), ld);
@@ -253,6 +258,7 @@ TEST(SkinnyGemmPathsTest, Avx2AndAvx512AgreeBitForBitInAxpyAndAtX) {
     ClearSkinnyIsaForTesting();
     ASSERT_EQ(0, std::memcmp(y[0].data(), y[1].data(), sizeof(float) * y[0].size())) << s.D;
     ASSERT_EQ(0, std::memcmp(g[0].data(), g[1].data(), sizeof(float) * g[0].size())) << s.D;
+    ASSERT_EQ(0, std::memcmp(d[0].data(), d[1].data(), sizeof(float) * d[0].size())) << s.D;
   }
 }
 
