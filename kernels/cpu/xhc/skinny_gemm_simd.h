@@ -171,47 +171,69 @@ inline void DotRunTokens(int tn, int c0, int c1, int D, const float* X, size_t l
   DotRunTile<S, RV, kTile>(c0, c1, D, X, ldx, Wt, tot);
 }
 
-// One pass over X's rows for nt <= kMaxTokens: the first `rows` <= RV * kL rows from Wt on.
-// Accumulators: 16 of the 32 registers for RV = 1 or 2 (tiles of 16 / RV tokens), 24 for RV = 3
-// (8 tokens: per column 3 loads of W and 8 broadcasts for 24 FMAs).
+// One run [c0, c1) of X's rows for nt <= kMaxTokens against RV vectors of packed rows from
+// Wt on, in tiles of DotTileTokens tokens: tot (nt x RV vectors) += the run's sums.
 template <class S, int RV>
-void DotBcastPass(int nt, int rows, int D, const float* X, size_t ldx, const float* Wt,
-                  float* out, int ldo) {
-  constexpr int kStride = RV * S::kL;
+void DotBcastRun(int nt, int c0, int c1, int D, const float* X, size_t ldx, const float* Wt,
+                 float* tot) {
   constexpr int kTile = DotTileTokens<S, RV>();
-  alignas(64) float tot[kMaxTokens * kStride];
-  std::memset(tot, 0, sizeof(float) * nt * kStride);
-  for (int c0 = 0; c0 < D; c0 += kDotRun) {
-    const int c1 = std::min(D, c0 + kDotRun);
-    for (int t0 = 0; t0 < nt; t0 += kTile) {
-      DotRunTokens<S, RV, kTile>(std::min(kTile, nt - t0), c0, c1, D, X + t0 * ldx, ldx, Wt,
-                                 tot + t0 * kStride);
-    }
+  for (int t0 = 0; t0 < nt; t0 += kTile) {
+    DotRunTokens<S, RV, kTile>(std::min(kTile, nt - t0), c0, c1, D, X + t0 * ldx, ldx, Wt,
+                               tot + t0 * RV * S::kL);
   }
-  for (int t = 0; t < nt; ++t) std::memcpy(out + t * ldo, tot + t * kStride, sizeof(float) * rows);
 }
 
-// Rows in walks over X of 1-3 vectors, each starting on a packed pass: the last 3 vectors in
-// one walk (that spans a pass and half the next), 2 (one pass) while more remain. xhc_flash's
-// 80 rows are 32 + 48: X walked twice instead of three times, and no 1-vector walk (PERF.md 57).
+// The walks over X that rows [0, R) of a group take, f(r0, rv, rows) for each: each starts on
+// a packed pass and takes rv vectors, up to DotMaxVectors; on AVX-512 the last 3 vectors in
+// one walk (spanning a pass and half the next), 2 (one pass) while more remain, so xhc_flash's
+// 80 rows are 32 + 48 there (no 1-vector walk, PERF.md 57), and 32 + 32 + 16 on AVX2.
+template <class S, class F>
+inline void ForEachDotWalk(int R, F f) {
+  constexpr int kMaxV = DotMaxVectors<S>();
+  for (int r0 = 0; r0 < R;) {
+    const int vectors = (R - r0 + S::kL - 1) / S::kL;
+    const int rv = vectors <= kMaxV ? vectors : kMaxV == 4 ? 4 : 2;
+    const int rows = std::min(rv * S::kL, R - r0);
+    f(r0, rv, rows);
+    r0 += rows;
+  }
+}
+
+// Rows in groups of kDotGroupRows; within a group, runs outer and walks inner, so a run of
+// the block's X rows (16 x 512 floats) is read from memory once and stays in cache for the
+// group's other walks (walks outer read the whole 512 KiB block again per walk: xhc_flash's
+// 80-row entry projection took 3). A walk's sums sit at tot + nt * r0 (token stride rv * kL).
+constexpr int kDotGroupRows = 128;
+
 template <class S>
 void DotRowsBcastPacked(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                         float* out, int ldo) {
-  for (int r0 = 0; r0 < R;) {
-    const int vectors = (R - r0 + S::kL - 1) / S::kL;
-    constexpr int kMaxV = DotMaxVectors<S>();
-    const int rv = vectors <= kMaxV ? vectors : kMaxV == 4 ? 4 : 2;
-    const int rows = std::min(rv * S::kL, R - r0);
-    const float* wt = packed + static_cast<size_t>(r0) * D;  // pass r0 / DotPassRows
-    switch (rv) {
-      case 4:
-        if constexpr (kMaxV >= 4) DotBcastPass<S, 4>(nt, rows, D, X, ldx, wt, out + r0, ldo);
-        break;
-      case 3: DotBcastPass<S, 3>(nt, rows, D, X, ldx, wt, out + r0, ldo); break;
-      case 2: DotBcastPass<S, 2>(nt, rows, D, X, ldx, wt, out + r0, ldo); break;
-      default: DotBcastPass<S, 1>(nt, rows, D, X, ldx, wt, out + r0, ldo); break;
+  for (int g0 = 0; g0 < R; g0 += kDotGroupRows) {
+    const int gr = std::min(kDotGroupRows, R - g0);
+    alignas(64) float tot[kMaxTokens * kDotGroupRows];
+    std::memset(tot, 0, sizeof(float) * nt * PadToLanes<S>(gr));
+    const float* wg = packed + static_cast<size_t>(g0) * D;  // g0: a multiple of the passes
+    for (int c0 = 0; c0 < D; c0 += kDotRun) {
+      const int c1 = std::min(D, c0 + kDotRun);
+      ForEachDotWalk<S>(gr, [&](int r0, int rv, int) {
+        const float* wt = wg + static_cast<size_t>(r0) * D;  // pass r0 / DotPassRows
+        float* t = tot + nt * r0;
+        switch (rv) {
+          case 4:
+            if constexpr (DotMaxVectors<S>() >= 4) DotBcastRun<S, 4>(nt, c0, c1, D, X, ldx, wt, t);
+            break;
+          case 3: DotBcastRun<S, 3>(nt, c0, c1, D, X, ldx, wt, t); break;
+          case 2: DotBcastRun<S, 2>(nt, c0, c1, D, X, ldx, wt, t); break;
+          default: DotBcastRun<S, 1>(nt, c0, c1, D, X, ldx, wt, t); break;
+        }
+      });
     }
-    r0 += rows;
+    ForEachDotWalk<S>(gr, [&](int r0, int rv, int rows) {
+      for (int t = 0; t < nt; ++t) {
+        std::memcpy(out + t * ldo + g0 + r0, tot + nt * r0 + t * rv * S::kL,
+                    sizeof(float) * rows);
+      }
+    });
   }
 }
 
