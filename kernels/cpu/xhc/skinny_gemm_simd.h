@@ -100,7 +100,7 @@ inline void PackRows(int rows, int rows_left, bool lead_in, const float* src, si
 // broadcasts of X for TN * RV FMAs, X's rows read in place, in order (no packing, no lane
 // reductions). It replaced tiles that split each output over the lanes (X and W packed per
 // column chunk, a lane reduction per output), which stayed at ~0.55 of the FMA peak: on
-// AVX-512 (Zen 5, PERF.md 48) and on AVX2 (Zen 3, 4 tokens x 4 vectors: PERF.md 78).
+// AVX-512 (Zen 5, PERF.md 48) and on AVX2 (Zen 3, 3 tokens x 4 vectors: PERF.md 78).
 // Sums: each output is runs of kDotRun terms (c increasing, FMA from zero), the runs added in
 // order; so it depends neither on the tile, block or thread nor on the vector width.
 constexpr int kDotRun = 512;  // a run's W rows (64 KiB) are read by every tile of the block
