@@ -4,6 +4,7 @@
 // against one product pass per term, MultiDot against one Dot per stream, WeightedSums against
 // one WeightedSum per output, over widths that leave each of their tails.
 // Compiled with the kernels' -ffp-contract=off, so no side gets fused multiply-adds.
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -56,7 +57,8 @@ TEST(CpuUtilTest, WeightedSumsIsOneWeightedSumPerOutput) {
         const int ldx = n + 5, ldy = n + 2;
         const std::vector<float> x = Draw(rng, static_cast<size_t>(m) * ldx);
         const std::vector<float> h = Draw(rng, static_cast<size_t>(nout) * m);
-        std::vector<float> want(static_cast<size_t>(nout) * ldy, -3.0f), got = want;
+        // At least one row, so nout = 0 has something to leave alone.
+        std::vector<float> want(static_cast<size_t>(std::max(nout, 1)) * ldy, -3.0f), got = want;
         for (int o = 0; o < nout; ++o) {
           WeightedSum(n, m, h.data() + o * m, x.data(), ldx, want.data() + o * ldy);
         }
