@@ -257,17 +257,6 @@ void DotRowsSimd(int nt, int R, int D, const float* X, size_t ldx, const float* 
   DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed.data(), out, ldo);
 }
 
-template <class S>
-void PackDotRowsSimd(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {
-  PackDotRowsBcast<S>(R, D, W, ldw, packed);
-}
-
-template <class S>
-void DotRowsPackedSimd(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
-                       float* out, int ldo) {
-  DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed, out, ldo);
-}
-
 // TN tokens x (CW vectors of kL columns, the last masked when kMasked): out (+)= A . W over
 // all R rows, W vectors in registers, one broadcast A element at a time.
 template <class S, int TN, int CW, bool kMasked>
@@ -543,11 +532,11 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
     DotRowsSimd<S>(nt, R, D, X, ldx, W, ldw, out, ldo);                                        \
   }                                                                                            \
   void PackDotRows##S(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {        \
-    PackDotRowsSimd<S>(R, D, W, ldw, packed);                                                  \
+    PackDotRowsBcast<S>(R, D, W, ldw, packed);                                                 \
   }                                                                                            \
   void DotRows##S##Packed(int nt, int R, int D, const float* X, size_t ldx,                    \
                           const float* packed, float* out, int ldo) {                          \
-    DotRowsPackedSimd<S>(nt, R, D, X, ldx, packed, out, ldo);                                  \
+    DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed, out, ldo);                                 \
   }                                                                                            \
   void AxpyRows##S(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,  \
                    float* out, size_t ldo, bool accumulate) {                                  \
