@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -145,6 +146,20 @@ std::vector<Action> SendsFor(const Schedule& s, int rank, const Action& a) {
   return out;
 }
 
+// Whether `a` adds to stage `st`'s weight gradients (a B, a W, or the backward half of an
+// overlapped F&B).
+bool CompletesWeightGrads(const Action& a, int st) {
+  switch (a.type) {
+    case ActionType::kBackward:
+    case ActionType::kBackwardWeight:
+      return a.stage_idx == st;
+    case ActionType::kOverlapFB:
+      return a.bwd_stage_idx == st;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> CanonicalType(const std::string& type) {
@@ -209,6 +224,29 @@ std::vector<std::vector<Action>> LowerActions(const Schedule& layout,
   for (int r = 0; r < static_cast<int>(lists.size()); ++r) {
     const auto& compute = lists[r];
     auto& list = out[r];
+    // A held stage's REDUCE_GRAD goes right after the action that completes its weight
+    // gradients here (see header); one that none completes, at the end.
+    std::map<size_t, std::vector<int>> reduce_after;
+    std::vector<int> reduce_at_end;
+    for (int st : s.rank_stages[r]) {
+      if (s.StageToRanks(st).size() < 2) continue;
+      std::optional<size_t> last;
+      for (size_t k = 0; k < compute.size(); ++k) {
+        if (CompletesWeightGrads(compute[k], st)) last = k;
+      }
+      if (last) {
+        reduce_after[*last].push_back(st);
+      } else {
+        reduce_at_end.push_back(st);
+      }
+    }
+    auto push_reduces = [&](const std::vector<int>& stages) {
+      for (int st : stages) {
+        for (int peer : s.StageToRanks(st)) {
+          if (peer != r) list.push_back(Action::Comm(ActionType::kReduceGrad, st, -1, peer));
+        }
+      }
+    };
     for (size_t k = 0; k < compute.size(); ++k) {
       // Post the receives of action k+1 before running action k (see header).
       if (k == 0) {
@@ -219,12 +257,9 @@ std::vector<std::vector<Action>> LowerActions(const Schedule& layout,
       }
       list.push_back(compute[k]);
       for (const Action& a : SendsFor(s, r, compute[k])) list.push_back(a);
+      if (auto it = reduce_after.find(k); it != reduce_after.end()) push_reduces(it->second);
     }
-    for (int st : s.rank_stages[r]) {
-      for (int peer : s.StageToRanks(st)) {
-        if (peer != r) list.push_back(Action::Comm(ActionType::kReduceGrad, st, -1, peer));
-      }
-    }
+    push_reduces(reduce_at_end);
   }
   return out;
 }

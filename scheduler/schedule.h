@@ -81,9 +81,14 @@ struct Schedule {
   //  * each RECV_F / RECV_B is posted one compute action ahead of its consumer (before
   //    the preceding compute action, or at the start), so the transfer overlaps that
   //    compute while at most one extra receive buffer per direction is held;
-  //  * for dualpipe, a REDUCE_GRAD per held stage at the end, peer = the other replica.
+  //  * for dualpipe, a REDUCE_GRAD per held stage, peer = the other replica, right after
+  //    the rank's last action that adds to the stage's weight gradients (its last B, W or
+  //    F&B backward half, and that action's sends), so the exchange overlaps the rank's
+  //    remaining compute.
   // Receives are non-blocking posts; the consuming compute action waits for them. Sends
-  // are non-blocking; buffers may be reused once the send completes.
+  // are non-blocking; buffers may be reused once the send completes. REDUCE_GRAD is a
+  // non-blocking post too, completed before the optimizer; the two replicas may post their
+  // stages' REDUCE_GRADs in different orders.
   std::vector<std::vector<Action>> Lower() const;
 };
 

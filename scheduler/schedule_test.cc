@@ -1,6 +1,8 @@
 #include "scheduler/schedule.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -236,13 +238,53 @@ TEST(Lower, InsertsMessagesOnlyAcrossRanks) {
 
   Schedule dual = Build("dualpipe", 2, 4);
   std::vector<Action> r0 = dual.Lower()[0];
-  EXPECT_EQ(r0.back(), Action::Comm(ActionType::kReduceGrad, 1, -1, 1));
-  EXPECT_EQ(r0[r0.size() - 2], Action::Comm(ActionType::kReduceGrad, 0, -1, 1));
   for (const Action& a : r0) {
     if (a.IsComm()) {
       EXPECT_EQ(a.peer_rank, 1) << ToString(a);
     }
   }
+}
+
+// DualPipe's REDUCE_GRAD of a stage comes once per rank and replica, right after the rank's
+// last action that adds to the stage's weight gradients and that action's sends: nothing adds
+// to them after it, and the exchange is posted while compute remains (stage 1's on rank 0
+// here, whose stage-0 backward work runs last).
+TEST(Lower, DualPipeReducesEachStageRightAfterItsLastWeightGradient) {
+  for (const auto& [ranks, mbs] : {std::pair{2, 4}, std::pair{2, 6}, std::pair{4, 8}}) {
+    SCOPED_TRACE(::testing::Message() << ranks << " ranks, " << mbs << " micro-batches");
+    const Schedule dual = Build("dualpipe", ranks, mbs);
+    const std::vector<std::vector<Action>> lowered = dual.Lower();
+    for (int r = 0; r < ranks; ++r) {
+      const std::vector<Action>& list = lowered[r];
+      for (int st : dual.rank_stages[r]) {
+        int reduces = 0;
+        size_t at = 0, last_grad = 0;
+        for (size_t i = 0; i < list.size(); ++i) {
+          const Action& a = list[i];
+          if (a.type == ActionType::kReduceGrad && a.stage_idx == st) ++reduces, at = i;
+          const bool adds = ((a.type == ActionType::kBackward ||
+                              a.type == ActionType::kBackwardWeight) && a.stage_idx == st) ||
+                            (a.type == ActionType::kOverlapFB && a.bwd_stage_idx == st);
+          if (adds) last_grad = i;
+        }
+        ASSERT_EQ(reduces, 1) << "rank " << r << " stage " << st;
+        EXPECT_GT(at, last_grad) << "rank " << r << " stage " << st;
+        for (size_t i = last_grad + 1; i < at; ++i) {  // only its sends (or another reduce)
+          EXPECT_TRUE(list[i].type == ActionType::kSendF || list[i].type == ActionType::kSendB ||
+                      list[i].type == ActionType::kReduceGrad)
+              << "rank " << r << " stage " << st << ": " << ToString(list[i]);
+        }
+        EXPECT_EQ(list[at].peer_rank, dual.StageToRanks(st)[0] == r ? dual.StageToRanks(st)[1]
+                                                                      : dual.StageToRanks(st)[0]);
+      }
+    }
+  }
+  const std::vector<Action> r0 = Build("dualpipe", 2, 4).Lower()[0];
+  const auto reduce1 = std::find(r0.begin(), r0.end(),
+                                 Action::Comm(ActionType::kReduceGrad, 1, -1, 1));
+  ASSERT_NE(reduce1, r0.end());
+  EXPECT_TRUE(std::any_of(reduce1, r0.end(), [](const Action& a) { return !a.IsComm(); }))
+      << "stage 1's exchange is posted after rank 0's last compute action";
 }
 
 TEST(Request, InvalidRequestsSayWhy) {

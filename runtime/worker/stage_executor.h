@@ -91,7 +91,12 @@ class StageExecutor {
   absl::Status PostSend(bool forward, int stage, int mb, int peer);
   // Stamps and posts the send of a just-produced output (forward activation or input grad).
   absl::Status SendNow(bool forward, int stage, int mb, int peer, std::vector<float> buffer);
-  absl::Status ReduceMirror(int stage, int peer);
+  // DualPipe's mirror-gradient sum of `stage` with its other replica: posted at its
+  // REDUCE_GRAD (the exchange then overlaps the rest of the step), finished (waited for and
+  // added) by FinishMirror before anything reads the stage's gradients.
+  absl::Status PostMirror(int stage, int peer);
+  absl::Status FinishMirror(int stage);
+  absl::Status FinishMirrors();
   absl::StatusOr<std::vector<float>> TakeInput(std::map<Key, PendingRecv>* recvs,
                                                std::map<Key, std::vector<float>>* local,
                                                Key key, const char* what);
@@ -121,6 +126,12 @@ class StageExecutor {
   std::map<Key, std::vector<float>> local_fwd_, local_bwd_;  // handed over on this rank
   std::map<Key, int> sent_fwd_, sent_bwd_;  // sent (to that rank), its SEND action still ahead
   std::vector<std::pair<std::unique_ptr<Request>, std::vector<float>>> sends_;
+  struct PendingMirror {
+    std::vector<double> mine, theirs;  // the stage's gradient sums, sent / received
+    std::unique_ptr<Request> send, recv;
+    absl::Time posted;
+  };
+  std::map<int, PendingMirror> mirrors_;  // by stage
   BufferPool buffers_;  // the above's payloads, recycled once consumed or sent
   std::map<int, TokenBatch> batches_;
   // Data parallelism: this rank's replica and pipeline rank; the reducer (null when D = 1);

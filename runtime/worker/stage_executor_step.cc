@@ -45,33 +45,57 @@ absl::Status StageExecutor::Execute(const Action& a, int64_t step) {
     case ActionType::kSendB:
       return PostSend(false, a.stage_idx, a.microbatch_idx, peer);
     case ActionType::kReduceGrad:
-      return ReduceMirror(a.stage_idx, peer);
+      return PostMirror(a.stage_idx, peer);
   }
   return absl::InternalError("unknown action type");
 }
 
-absl::Status StageExecutor::ReduceMirror(int stage, int peer) {
+absl::Status StageExecutor::PostMirror(int stage, int peer) {
   // Both replicas of a DualPipe stage exchange their gradients and add the other's. IEEE
   // addition is commutative, so both copies end bit-identical and stay so after AdamW.
-  // The double accumulators travel as raw bytes (two float slots per double).
+  // The double accumulators travel as raw bytes (two float slots per double). Posted when
+  // this rank's last contribution to the stage is in (the schedule puts REDUCE_GRAD there),
+  // so the transfer runs under the rest of the step's compute; the two replicas may post
+  // their stages in different orders, which non-blocking posts allow.
+  if (mirrors_.count(stage)) {
+    return absl::InternalError(absl::StrCat("stage ", stage, ": a second REDUCE_GRAD in a step"));
+  }
   model::ParamSetT<float>& ps = *params_.at(stage);
   ps.MaterializeSums();
-  std::vector<double> mine, theirs;
-  for (const auto& p : ps.all()) mine.insert(mine.end(), p->grad_acc.begin(), p->grad_acc.end());
-  theirs.resize(mine.size());
+  PendingMirror& m = mirrors_[stage];
+  for (const auto& p : ps.all()) {
+    m.mine.insert(m.mine.end(), p->grad_acc.begin(), p->grad_acc.end());
+  }
+  m.theirs.resize(m.mine.size());
   const uint64_t tag = MakeTag(TagKind::kMirrorGradient, stage, 0);
+  m.posted = absl::Now();
+  ASSIGN_OR_RETURN(m.recv, transport_->Irecv(peer, tag, reinterpret_cast<float*>(m.theirs.data()),
+                                             2 * m.theirs.size()));
+  ASSIGN_OR_RETURN(m.send, transport_->Isend(peer, tag, reinterpret_cast<float*>(m.mine.data()),
+                                             2 * m.mine.size()));
+  return absl::OkStatus();
+}
+
+absl::Status StageExecutor::FinishMirror(int stage) {
+  auto it = mirrors_.find(stage);
+  if (it == mirrors_.end()) return absl::OkStatus();
+  PendingMirror& m = it->second;
+  // The span is the wait at the finish (what the exchange still costs the step), not the
+  // time since it was posted.
   const absl::Time t0 = absl::Now();
-  ASSIGN_OR_RETURN(auto recv, transport_->Irecv(peer, tag, reinterpret_cast<float*>(theirs.data()),
-                                                2 * theirs.size()));
-  ASSIGN_OR_RETURN(auto send, transport_->Isend(peer, tag, reinterpret_cast<float*>(mine.data()),
-                                                2 * mine.size()));
-  RETURN_IF_ERROR(send->Wait(timeout_));
-  RETURN_IF_ERROR(recv->Wait(timeout_));
+  RETURN_IF_ERROR(m.send->Wait(timeout_));
+  RETURN_IF_ERROR(m.recv->Wait(timeout_));
   AddSpan(absl::StrCat("reduce grad ", stage), 1, t0, absl::Now());
   size_t offset = 0;
-  for (const auto& p : ps.all()) {
-    for (double& g : p->grad_acc) g += theirs[offset++];
+  for (const auto& p : params_.at(stage)->all()) {
+    for (double& g : p->grad_acc) g += m.theirs[offset++];
   }
+  mirrors_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status StageExecutor::FinishMirrors() {
+  while (!mirrors_.empty()) RETURN_IF_ERROR(FinishMirror(mirrors_.begin()->first));
   return absl::OkStatus();
 }
 
@@ -129,6 +153,9 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
   batches_.clear();
   sent_fwd_.clear();  // left over only by a failed step
   sent_bwd_.clear();
+  // Likewise; an unfinished exchange's requests go first (a Request destroyed before its
+  // Wait returned fails the transport, which a failed step has done anyway), then buffers.
+  mirrors_.clear();
   absl::Status status = absl::OkStatus();
   const std::vector<Action>& actions = plan_.lowered[pipeline_rank_];
   for (size_t i = 0; i < actions.size(); ++i) {
@@ -137,7 +164,8 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
     ++actions_done_;
     if (auto it = grads_done_after_.find(i); it != grads_done_after_.end()) {
       for (int s : it->second) {
-        status = reducer_->Launch(s, params_.at(s).get());
+        status = FinishMirror(s);  // a replica exchange takes the mirror-summed gradients
+        if (status.ok()) status = reducer_->Launch(s, params_.at(s).get());
         // Measurement only (README, "Data parallelism"): the exchange's full cost, unhidden.
         if (status.ok() && blocking_replica_reduce_) status = ReduceAcrossReplicas();
         if (!status.ok()) break;
@@ -150,6 +178,7 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
         "rank ", rank_, ": ", sent_fwd_.size() + sent_bwd_.size(),
         " output(s) went to other ranks without a SEND action in this rank's schedule"));
   }
+  if (status.ok()) status = FinishMirrors();
   if (status.ok()) status = FinishSends();
   if (status.ok()) status = ReduceAcrossReplicas();
   if (!status.ok()) {
