@@ -55,7 +55,8 @@ namespace xhc {
 enum class TagKind : uint8_t {
   kForwardActivation = 1,
   kBackwardGradient = 2,
-  // DualPipe: the two ranks that hold mirror copies of a chunk sum their weight gradients.
+  // DualPipe: the two ranks that hold mirror copies of a chunk sum their weight gradients
+  // (microbatch_idx = the parameter's index in the stage: one message per parameter).
   kMirrorGradient = 3,
   // Data parallelism: one bucket (microbatch_idx = bucket index) of a stage's step gradient,
   // sent to the same stage's holder in every other pipeline replica.

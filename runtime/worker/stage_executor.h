@@ -126,12 +126,13 @@ class StageExecutor {
   std::map<Key, std::vector<float>> local_fwd_, local_bwd_;  // handed over on this rank
   std::map<Key, int> sent_fwd_, sent_bwd_;  // sent (to that rank), its SEND action still ahead
   std::vector<std::pair<std::unique_ptr<Request>, std::vector<float>>> sends_;
-  struct PendingMirror {
-    std::vector<double> mine, theirs;  // the stage's gradient sums, sent / received
-    std::unique_ptr<Request> send, recv;
-    absl::Time posted;
+  // A stage's mirror exchange: per parameter, its grad_acc is sent in place and the other
+  // replica's lands in `theirs` (kept across steps: sized once, never cleared).
+  struct MirrorExchange {
+    std::vector<std::vector<double>> theirs;
+    std::vector<std::unique_ptr<Request>> requests;  // empty: none in flight
   };
-  std::map<int, PendingMirror> mirrors_;  // by stage
+  std::map<int, MirrorExchange> mirrors_;  // by stage
   BufferPool buffers_;  // the above's payloads, recycled once consumed or sent
   std::map<int, TokenBatch> batches_;
   // Data parallelism: this rank's replica and pipeline rank; the reducer (null when D = 1);
