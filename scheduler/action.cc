@@ -94,6 +94,18 @@ bool Action::IsCompute() const {
 Action Action::ForwardHalf() const { return F(stage_idx, microbatch_idx); }
 Action Action::BackwardHalf() const { return B(bwd_stage_idx, bwd_microbatch_idx); }
 
+int Action::WeightGradStage() const {
+  switch (type) {
+    case ActionType::kBackward:
+    case ActionType::kBackwardWeight:
+      return stage_idx;
+    case ActionType::kOverlapFB:
+      return bwd_stage_idx;
+    default:
+      return -1;
+  }
+}
+
 std::string ToString(const Action& a) {
   if (a.type == ActionType::kOverlapFB) {
     return absl::StrCat("(", ToString(a.ForwardHalf()), ";", ToString(a.BackwardHalf()),

@@ -60,6 +60,9 @@ struct Action {
   // The forward / backward halves of an FB pair as stand-alone F and B actions.
   Action ForwardHalf() const;
   Action BackwardHalf() const;
+  // The stage whose weight gradients this action adds to (a B, a W, or the backward half of
+  // an overlapped F&B), else -1.
+  int WeightGradStage() const;
 
   bool operator==(const Action& other) const = default;
 };

@@ -51,5 +51,14 @@ TEST(Action, OverlapHalves) {
   EXPECT_TRUE(Action::Comm(ActionType::kRecvB, 0, 0, 1).IsComm());
 }
 
+TEST(Action, WeightGradStageIsTheStageWhoseWeightGradientsItAddsTo) {
+  EXPECT_EQ(Action::B(2, 0).WeightGradStage(), 2);
+  EXPECT_EQ(Action::W(3, 1).WeightGradStage(), 3);
+  EXPECT_EQ(Action::FB(Action::F(1, 2), Action::B(4, 0)).WeightGradStage(), 4);
+  EXPECT_EQ(Action::F(1, 0).WeightGradStage(), -1);
+  EXPECT_EQ(Action::I(1, 0).WeightGradStage(), -1);  // input gradients only
+  EXPECT_EQ(Action::Comm(ActionType::kReduceGrad, 1, -1, 0).WeightGradStage(), -1);
+}
+
 }  // namespace
 }  // namespace xhc::scheduler

@@ -146,20 +146,6 @@ std::vector<Action> SendsFor(const Schedule& s, int rank, const Action& a) {
   return out;
 }
 
-// Whether `a` adds to stage `st`'s weight gradients (a B, a W, or the backward half of an
-// overlapped F&B).
-bool CompletesWeightGrads(const Action& a, int st) {
-  switch (a.type) {
-    case ActionType::kBackward:
-    case ActionType::kBackwardWeight:
-      return a.stage_idx == st;
-    case ActionType::kOverlapFB:
-      return a.bwd_stage_idx == st;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> CanonicalType(const std::string& type) {
@@ -232,7 +218,7 @@ std::vector<std::vector<Action>> LowerActions(const Schedule& layout,
       if (s.StageToRanks(st).size() < 2) continue;
       std::optional<size_t> last;
       for (size_t k = 0; k < compute.size(); ++k) {
-        if (CompletesWeightGrads(compute[k], st)) last = k;
+        if (compute[k].WeightGradStage() == st) last = k;
       }
       if (last) {
         reduce_after[*last].push_back(st);

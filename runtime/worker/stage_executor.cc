@@ -48,18 +48,8 @@ StageExecutor::StageExecutor(const Config& config, const plan::JobPlan& plan, in
     const std::vector<Action>& actions = plan.lowered[pipeline_rank_];
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& a = actions[i];
-      switch (a.type) {
-        case ActionType::kBackward:
-        case ActionType::kBackwardWeight:
-        case ActionType::kReduceGrad:
-          last[a.stage_idx] = i;
-          break;
-        case ActionType::kOverlapFB:
-          last[a.bwd_stage_idx] = i;
-          break;
-        default:
-          break;
-      }
+      const int stage = a.type == ActionType::kReduceGrad ? a.stage_idx : a.WeightGradStage();
+      if (stage >= 0) last[stage] = i;
     }
     for (const auto& [stage, i] : last) grads_done_after_[i].push_back(stage);
     const char* blocking = std::getenv("XHC_REPLICA_REDUCE_BLOCKING");

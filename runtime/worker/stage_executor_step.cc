@@ -53,13 +53,12 @@ absl::Status StageExecutor::Execute(const Action& a, int64_t step) {
 absl::Status StageExecutor::PostMirror(int stage, int peer) {
   // Both replicas of a DualPipe stage exchange their gradients and add the other's. IEEE
   // addition is commutative, so both copies end bit-identical and stay so after AdamW.
-  // The double accumulators travel as raw bytes (two float slots per double). Posted when
-  // this rank's last contribution to the stage is in (the schedule puts REDUCE_GRAD there),
-  // so the transfer runs under the rest of the step's compute; the two replicas may post
-  // their stages in different orders, which non-blocking posts allow.
-  // One message per parameter (tag: the parameter's index), sent from its grad_acc in place,
-  // which nothing changes until FinishMirror: a copy of the stage's 10 MB into one buffer
-  // took the compute thread 11.6 ms here (PERF.md 84).
+  // Posted when this rank's last contribution to the stage is in (the schedule puts
+  // REDUCE_GRAD there), so the transfer runs under the rest of the step's compute; the two
+  // replicas may post their stages in different orders, which non-blocking posts allow. One
+  // message per parameter (tag: its index), its double sums as raw bytes (two float slots
+  // per double) straight from grad_acc, which nothing changes until FinishMirror: a copy of
+  // the stage's 10 MB into one buffer took the compute thread 11.6 ms here (PERF.md 84).
   MirrorExchange& m = mirrors_[stage];
   if (!m.requests.empty()) {
     return absl::InternalError(absl::StrCat("stage ", stage, ": a second REDUCE_GRAD in a step"));
