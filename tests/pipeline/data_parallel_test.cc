@@ -114,7 +114,7 @@ TEST_F(DataParallel, GridsMatchSingleProcessBitForBit) {
     EXPECT_TRUE(CheckpointFingerprint(run, 4) == want_first_) << "parameters after step 4";
     EXPECT_TRUE(CheckpointFingerprint(run, kSteps) == want_last_) << "final parameters";
     // One shard per pipeline rank holding a canonical copy (the lowest of a stage's
-    // holders: under DualPipe rank 0 holds every stage), and replica 1 wrote nothing.
+    // holders: under 2-rank DualPipe rank 0 holds both stages), and replica 1 wrote nothing.
     EXPECT_EQ(ShardFiles(run, kSteps), g.schedule == "dualpipe" ? 1 : g.pipeline_ranks);
     std::printf("%s PP=%d x DP=%d %s: losses %s, parameters %s\n", g.schedule.c_str(),
                 g.pipeline_ranks, g.replicas, g.env.c_str(),
