@@ -262,10 +262,7 @@ TEST(Lower, DualPipeReducesEachStageRightAfterItsLastWeightGradient) {
         for (size_t i = 0; i < list.size(); ++i) {
           const Action& a = list[i];
           if (a.type == ActionType::kReduceGrad && a.stage_idx == st) ++reduces, at = i;
-          const bool adds = ((a.type == ActionType::kBackward ||
-                              a.type == ActionType::kBackwardWeight) && a.stage_idx == st) ||
-                            (a.type == ActionType::kOverlapFB && a.bwd_stage_idx == st);
-          if (adds) last_grad = i;
+          if (a.WeightGradStage() == st) last_grad = i;  // Action.WeightGradStage... tests it
         }
         ASSERT_EQ(reduces, 1) << "rank " << r << " stage " << st;
         EXPECT_GT(at, last_grad) << "rank " << r << " stage " << st;
