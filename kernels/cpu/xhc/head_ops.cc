@@ -113,6 +113,7 @@ absl::Status HeadReduceBackwardInput(const HeadParams& P, int n, int N, int C, c
   }
   const int D = N * C;
   std::vector<float> zc(static_cast<size_t>(n) * N);
+  const cpu::SkinnyWeights w = cpu::PackForAxpyRows(N, D, P.weight, D);
   // A block of kMaxTokens tokens at a time, both terms, so the block's dX rows (512 KiB at
   // N*C = 8192) are still in L2 when the projection term is added, instead of a second sweep
   // over the whole dX (the gain was below model_bench's noise: PERF.md 23).
@@ -124,7 +125,7 @@ absl::Status HeadReduceBackwardInput(const HeadParams& P, int n, int N, int C, c
       HeadBackwardToken(P, N, C, X, dy, tok, cache, zc.data(), dX);
     }
     // dX += zc (nt, N) . W (N, D)
-    cpu::AxpyRows(nt, N, D, zc.data() + static_cast<size_t>(t0) * N, N, P.weight, D,
+    cpu::AxpyRows(nt, w, zc.data() + static_cast<size_t>(t0) * N, N,
                   dX + static_cast<size_t>(t0) * D, D, /*accumulate=*/true);
   }
   return absl::OkStatus();

@@ -143,11 +143,23 @@ SkinnyWeights PackForDotRows(int R, int D, const float* W, size_t ldw) {
   return w;
 }
 
+SkinnyWeights PackForAxpyRows(int R, int D, const float* W, size_t ldw) {
+  SkinnyWeights w;
+  w.product = SkinnyWeights::For::kAxpyRows;
+  w.isa = ActiveSkinnyIsa();
+  w.R = R, w.D = D, w.W = W, w.ldw = ldw;
+#ifdef XHC_SKINNY_X86
+  if (w.isa == SkinnyIsa::kAvx512) internal::PackAxpyRowsAvx512(R, D, W, ldw, &w.packed);
+  if (w.isa == SkinnyIsa::kAvx2) internal::PackAxpyRowsAvx2(R, D, W, ldw, &w.packed);
+#endif
+  return w;
+}
+
 void DotRows(int nt, const SkinnyWeights& w, const float* X, size_t ldx, float* out, int ldo) {
   for (int t0 = 0; t0 < nt; t0 += kMaxTokens) {
     const int n = std::min(kMaxTokens, nt - t0);
 #ifdef XHC_SKINNY_X86
-    if (!w.packed.empty()) {
+    if (!w.packed.empty() && w.product == SkinnyWeights::For::kDotRows) {
       if (w.isa == SkinnyIsa::kAvx512) {
         internal::DotRowsAvx512Packed(n, w.R, w.D, X + t0 * ldx, ldx, w.packed.data(),
                                       out + t0 * ldo, ldo);
@@ -159,6 +171,26 @@ void DotRows(int nt, const SkinnyWeights& w, const float* X, size_t ldx, float* 
     }
 #endif
     DotRowsOn(w.isa, n, w.R, w.D, X + t0 * ldx, ldx, w.W, w.ldw, out + t0 * ldo, ldo);
+  }
+}
+
+void AxpyRows(int nt, const SkinnyWeights& w, const float* A, int lda, float* out, size_t ldo,
+              bool accumulate) {
+  for (int t0 = 0; t0 < nt; t0 += kMaxTokens) {
+    const int n = std::min(kMaxTokens, nt - t0);
+    const float* a = A + t0 * lda;
+    float* o = out + t0 * ldo;
+#ifdef XHC_SKINNY_X86
+    if (!w.packed.empty() && w.product == SkinnyWeights::For::kAxpyRows) {
+      if (w.isa == SkinnyIsa::kAvx512) {
+        internal::AxpyRowsAvx512Packed(n, w.R, w.D, a, lda, w.packed.data(), o, ldo, accumulate);
+      } else {
+        internal::AxpyRowsAvx2Packed(n, w.R, w.D, a, lda, w.packed.data(), o, ldo, accumulate);
+      }
+      continue;
+    }
+#endif
+    AxpyRowsOn(w.isa, n, w.R, w.D, a, lda, w.W, w.ldw, o, ldo, accumulate);
   }
 }
 

@@ -47,12 +47,13 @@ void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, siz
 void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
              float* out, size_t ldo, int sparse_rows = 0);
 
-// W (R, D) prepared once for many DotRows calls against it: the fused passes use one W for
-// every token block, and the vector paths pack W transposed (skinny_gemm_simd.h), which per
-// call costs more than the product of a token block (the unpacked call is for tests). Made for
-// the path active when packing, which it then runs (results are the unpacked call's, bit for
-// bit). The generic path reads W in place. W must outlive it. (AxpyRows has no such form: a
-// prepacked W measured slower there.)
+// W (R, D) prepared once for many DotRows (or AxpyRows) calls against it: the fused passes
+// use one W for every token block, and the vector paths pack W (transposed for DotRows, in
+// column chunks for AxpyRows: skinny_gemm_simd.h), which per call costs a large share of a
+// token block's product (the unpacked calls are for tests). Made for the path active when
+// packing, which it then runs (results are the unpacked call's, bit for bit). The generic
+// path reads W in place, as does a call given weights packed for the other product. W must
+// outlive it.
 // 64-byte aligned storage: the packed tiles are read with aligned vector loads (32 or 64
 // bytes), which plain new's 16-byte alignment would fault (or, unaligned, split over lines).
 template <typename T>
@@ -68,6 +69,8 @@ struct CacheLineAllocator {
 };
 
 struct SkinnyWeights {
+  enum class For { kDotRows, kAxpyRows };
+  For product = For::kDotRows;
   SkinnyIsa isa = SkinnyIsa::kGeneric;
   int R = 0, D = 0;
   const float* W = nullptr;
@@ -76,8 +79,12 @@ struct SkinnyWeights {
 };
 SkinnyWeights PackForDotRows(int R, int D, const float* W, size_t ldw);
 
-// DotRows as above with W = w.
+SkinnyWeights PackForAxpyRows(int R, int D, const float* W, size_t ldw);
+
+// DotRows / AxpyRows as above with W = w.
 void DotRows(int nt, const SkinnyWeights& w, const float* X, size_t ldx, float* out, int ldo);
+void AxpyRows(int nt, const SkinnyWeights& w, const float* A, int lda, float* out, size_t ldo,
+              bool accumulate);
 
 }  // namespace xhc::kernels::cpu
 

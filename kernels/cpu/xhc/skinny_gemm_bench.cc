@@ -5,15 +5,17 @@
 // blocks (the alternative of issue #12); AtXRows (the weight passes), and where the case has
 // router rows, with their zeros multiplied densely against skipped (sparse_rows).
 // "stream": the token blocks walk a 4096-token state (memory-bound like the real pass);
-// "cached": the same block again and again; "packed-W": DotRows streaming with W packed once
-// (the avx512 path transposes W: its unpacked calls pay that per call). Prints GFLOP/s, best of 5.
-//   bazel run //kernels/cpu/xhc:skinny_gemm_bench
+// "cached": the same block again and again; "packed-W": streaming with W packed once
+// (SkinnyWeights, as the fused passes call both products; unpacked calls pack W per call).
+// Prints GFLOP/s, best of 5. `--case NAME` runs one case (proj, maps, flash, flash64, pre16).
+//   bazel run //kernels/cpu/xhc:skinny_gemm_bench [-- --case pre16]
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/xhc/gemm_util.h"
@@ -33,7 +35,7 @@ double Seconds(const std::function<void()>& f) {
   return best;
 }
 
-void Run() {
+void Run(const std::string& only) {
   constexpr int kTokens = 4096, kB = kMaxTokens;
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
@@ -50,8 +52,12 @@ void Run() {
   };
   // At model_bench's N*C: flash, xhc_flash window 4's entry projection (router + 4 read maps,
   // DotRows and AtXRows); flash64, its input-gradient product (the read maps' rows, AxpyRows).
+  // pre16: xhc's input-gradient product at the bench's N*C (the 16 read-map rows; the router's
+  // are added per token).
   for (const Case cs : {Case{"proj", 32, 16384, 16}, Case{"maps", 32, 4096, 0},
-                        Case{"flash", 80, 8192, 16}, Case{"flash64", 64, 8192, 0}}) {
+                        Case{"flash", 80, 8192, 16}, Case{"flash64", 64, 8192, 0},
+                        Case{"pre16", 16, 16384, 0}}) {
+    if (!only.empty() && only != cs.name) continue;
     const int R = cs.R, D = cs.D;
     const auto X = random(static_cast<size_t>(kTokens) * D), W = random(static_cast<size_t>(R) * D);
     std::vector<float> out(static_cast<size_t>(kTokens) * D);  // big enough for both products
@@ -82,10 +88,17 @@ void Run() {
           DotRows(kB, dw, X.data() + static_cast<size_t>(t) * D, D, out.data() + t * R, R);
         }
       });
+      const SkinnyWeights aw = PackForAxpyRows(R, D, W.data(), D);
+      const double axpy_p = Seconds([&] {
+        for (int t = 0; t < kTokens; t += kB) {
+          AxpyRows(kB, aw, A.data() + t * R, R, out.data() + static_cast<size_t>(t) * D, D, true);
+        }
+      });
       std::printf("%-5s %-8s DotRows stream %6.1f cached %6.1f packed-W stream %6.1f | AxpyRows "
-                  "stream %6.1f cached %6.1f GFLOP/s\n",
+                  "stream %6.1f cached %6.1f packed-W stream %6.1f GFLOP/s\n",
                   cs.name, SkinnyIsaName(isa), flops / dot_s / 1e9, flops / dot_c / 1e9,
-                  flops / dot_p / 1e9, flops / axpy_s / 1e9, flops / axpy_c / 1e9);
+                  flops / dot_p / 1e9, flops / axpy_s / 1e9, flops / axpy_c / 1e9,
+                  flops / axpy_p / 1e9);
     }
     // Weight gradient tmp (R, D) = A^T (R, n) . X (n, D) over all tokens: AtXRows per path on
     // AtXColumns' column blocks, against OpenBLAS on 512-column blocks (DeterministicSgemm's
@@ -118,8 +131,16 @@ void Run() {
           }
         });
       }
-      std::printf("%-5s %-8s AtXRows router rows dense %6.1f ms, zeros skipped %6.1f ms\n",
-                  cs.name, SkinnyIsaName(isa), ms[0], ms[1]);
+      // The other rows alone: what the router's rows add over them is their cost.
+      const double rest_ms = 1e3 * Seconds([&] {
+        for (int c = 0; c < D; c += kAtXColumns) {
+          AtXRows(kTokens, R - cs.router, std::min(kAtXColumns, D - c), routed.data() + cs.router,
+                  R, X.data() + c, D, g.data() + c, D);
+        }
+      });
+      std::printf("%-5s %-8s AtXRows router rows dense %6.1f ms, zeros skipped %6.1f ms, "
+                  "without them %6.1f ms\n",
+                  cs.name, SkinnyIsaName(isa), ms[0], ms[1], rest_ms);
     }
     const double atx_blas = Seconds([&] {
       for (int c = 0; c < D; c += 512) {
@@ -151,7 +172,16 @@ void Run() {
 }  // namespace
 }  // namespace xhc::kernels::cpu
 
-int main() {
-  xhc::kernels::cpu::Run();
+int main(int argc, char** argv) {
+  std::string only;
+  const std::string cases[] = {"proj", "maps", "flash", "flash64", "pre16"};
+  if (argc == 3 && std::string(argv[1]) == "--case" &&
+      std::find(std::begin(cases), std::end(cases), argv[2]) != std::end(cases)) {
+    only = argv[2];
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: skinny_gemm_bench [--case proj|maps|flash|flash64|pre16]\n");
+    return 2;
+  }
+  xhc::kernels::cpu::Run(only);
   return 0;
 }

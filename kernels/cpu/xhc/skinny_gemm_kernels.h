@@ -26,6 +26,9 @@ void AxpyRowsAvx2(int nt, int R, int D, const float* A, int lda, const float* W,
 void PackDotRowsAvx2(int R, int D, const float* W, size_t ldw, PackedBuffer* packed);
 void DotRowsAvx2Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                        float* out, int ldo);
+void PackAxpyRowsAvx2(int R, int D, const float* W, size_t ldw, PackedBuffer* packed);
+void AxpyRowsAvx2Packed(int nt, int R, int D, const float* A, int lda, const float* packed,
+                        float* out, size_t ldo, bool accumulate);
 void AtXRowsGeneric(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
                     float* out, size_t ldo, int sparse_rows);
 void AtXRowsAvx2(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
@@ -37,6 +40,9 @@ void AxpyRowsAvx512(int nt, int R, int D, const float* A, int lda, const float* 
 void PackDotRowsAvx512(int R, int D, const float* W, size_t ldw, PackedBuffer* packed);
 void DotRowsAvx512Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                          float* out, int ldo);
+void PackAxpyRowsAvx512(int R, int D, const float* W, size_t ldw, PackedBuffer* packed);
+void AxpyRowsAvx512Packed(int nt, int R, int D, const float* A, int lda, const float* packed,
+                          float* out, size_t ldo, bool accumulate);
 void AtXRowsAvx512(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
                    float* out, size_t ldo, int sparse_rows);
 

@@ -346,8 +346,24 @@ inline void AxpyTokens(int R, int cl, const float* A, int lda, const float* W, s
   }
 }
 
-// W is packed per call, chunk by chunk (a prepacked W, as for DotRows, measured slower on
-// AVX2: PERF.md, 11).
+// One column chunk [0, cl) of nt tokens against the chunk's R rows of W (row stride ld):
+// groups of up to 4 tokens, each over the whole chunk.
+template <class S>
+inline void AxpyChunk(int nt, int R, int cl, const float* A, int lda, const float* wc,
+                      size_t ld, float* out, size_t ldo, bool accumulate) {
+  for (int t0 = 0; t0 < nt; t0 += 4) {
+    const float* a = A + t0 * lda;
+    float* o = out + t0 * ldo;
+    switch (std::min(4, nt - t0)) {
+      case 4: AxpyTokens<S, 4>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
+      case 3: AxpyTokens<S, 3>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
+      case 2: AxpyTokens<S, 2>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
+      default: AxpyTokens<S, 1>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
+    }
+  }
+}
+
+// W packed here, chunk by chunk, into an L1 buffer (the unpacked call, for tests).
 template <class S>
 void AxpyRowsSimd(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
                   float* out, size_t ldo, bool accumulate) {
@@ -360,16 +376,34 @@ void AxpyRowsSimd(int nt, int R, int D, const float* A, int lda, const float* W,
       PackRows<S, kAxpyChunk>(R, R, true, W + c0, ldw, cl, wp);
       wc = wp, ld = kAxpyChunk;
     }
-    for (int t0 = 0; t0 < nt; t0 += 4) {
-      const float* a = A + t0 * lda;
-      float* o = out + t0 * ldo + c0;
-      switch (std::min(4, nt - t0)) {
-        case 4: AxpyTokens<S, 4>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
-        case 3: AxpyTokens<S, 3>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
-        case 2: AxpyTokens<S, 2>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
-        default: AxpyTokens<S, 1>(R, cl, a, lda, wc, ld, o, ldo, accumulate); break;
-      }
-    }
+    AxpyChunk<S>(nt, R, cl, A, lda, wc, ld, out + c0, ldo, accumulate);
+  }
+}
+
+// W packed once for every call against it (SkinnyWeights): chunk k's R rows of kAxpyChunk
+// floats (zero past D) at k * R * kAxpyChunk, the layout the per-call pack writes into its
+// L1 buffer; the same tiles read it, so the same sums. Packing per call re-read W's rows
+// (64 KiB apart at N*C = 16384, so the same column of all rows shares one L1 and one L2 set)
+// for every 16-token block: with it skipped (timing only), AxpyRows ran 55 -> 70 GFLOP/s
+// streaming (PERF.md 85).
+template <class S>
+void PackAxpyRowsChunks(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {
+  const int chunks = (D + kAxpyChunk - 1) / kAxpyChunk;
+  packed->assign(static_cast<size_t>(chunks) * R * kAxpyChunk, 0.0f);
+  for (int k = 0; k < chunks; ++k) {
+    const int c0 = k * kAxpyChunk;
+    PackRows<S, kAxpyChunk>(R, R, true, W + c0, ldw, std::min(kAxpyChunk, D - c0),
+                            packed->data() + static_cast<size_t>(k) * R * kAxpyChunk);
+  }
+}
+
+template <class S>
+void AxpyRowsPackedSimd(int nt, int R, int D, const float* A, int lda, const float* packed,
+                        float* out, size_t ldo, bool accumulate) {
+  for (int k = 0, c0 = 0; c0 < D; ++k, c0 += kAxpyChunk) {
+    AxpyChunk<S>(nt, R, std::min(kAxpyChunk, D - c0), A, lda,
+                 packed + static_cast<size_t>(k) * R * kAxpyChunk, kAxpyChunk, out + c0, ldo,
+                 accumulate);
   }
 }
 
@@ -554,6 +588,13 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
   void AxpyRows##S(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,  \
                    float* out, size_t ldo, bool accumulate) {                                  \
     AxpyRowsSimd<S>(nt, R, D, A, lda, W, ldw, out, ldo, accumulate);                           \
+  }                                                                                            \
+  void PackAxpyRows##S(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {       \
+    PackAxpyRowsChunks<S>(R, D, W, ldw, packed);                                               \
+  }                                                                                            \
+  void AxpyRows##S##Packed(int nt, int R, int D, const float* A, int lda, const float* packed, \
+                           float* out, size_t ldo, bool accumulate) {                          \
+    AxpyRowsPackedSimd<S>(nt, R, D, A, lda, packed, out, ldo, accumulate);                     \
   }                                                                                            \
   void AtXRows##S(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,    \
                   float* out, size_t ldo, int sparse_rows) {                                   \

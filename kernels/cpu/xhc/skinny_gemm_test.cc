@@ -225,6 +225,39 @@ TEST_P(SkinnyGemmTest, PackedWeightsSameAsInPlace) {
   }
 }
 
+// AxpyRows with SkinnyWeights (W packed once in column chunks, as BackwardInput and the head
+// use it) gives the unpacked call's results bit for bit, stored and accumulated, on shapes with
+// ragged chunks, more tokens than one block and more rows than the per-call pack takes; and
+// weights packed for one product, given to the other, are read in place (the same results).
+TEST_P(SkinnyGemmTest, AxpyRowsPackedWeightsSameAsInPlace) {
+  std::mt19937 rng = Rng();
+  for (const Shape s :
+       {Shape{16, 16, 16384}, Shape{7, 36, 1030}, Shape{3, 5, 17}, Shape{37, 70, 300}}) {
+    const int lda = s.R + 2;
+    const size_t ldo = s.D + 3, ldw = s.D + 5;
+    const auto A = Random(s.nt * lda, rng), W = Random(s.R * ldw, rng);
+    const auto start = Random(s.nt * ldo, rng);
+    const SkinnyWeights aw = PackForAxpyRows(s.R, s.D, W.data(), ldw);
+    ASSERT_EQ(aw.isa, GetParam());
+    for (bool accumulate : {false, true}) {
+      std::vector<float> a = start, b = start;
+      AxpyRows(s.nt, s.R, s.D, A.data(), lda, W.data(), ldw, a.data(), ldo, accumulate);
+      AxpyRows(s.nt, aw, A.data(), lda, b.data(), ldo, accumulate);
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * a.size()))
+          << "D=" << s.D << " accumulate=" << accumulate;
+      std::vector<float> c = start;
+      AxpyRows(s.nt, PackForDotRows(s.R, s.D, W.data(), ldw), A.data(), lda, c.data(), ldo,
+               accumulate);
+      ASSERT_EQ(0, std::memcmp(a.data(), c.data(), sizeof(float) * a.size())) << "D=" << s.D;
+    }
+    const auto X = Random(s.nt * ldo, rng);
+    std::vector<float> d(s.nt * s.R), e(s.nt * s.R);
+    DotRows(s.nt, s.R, s.D, X.data(), ldo, W.data(), ldw, d.data(), s.R);
+    DotRows(s.nt, aw, X.data(), ldo, e.data(), s.R);
+    ASSERT_EQ(0, std::memcmp(d.data(), e.data(), sizeof(float) * d.size())) << "D=" << s.D;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, SkinnyGemmTest,
                          ::testing::Values(SkinnyIsa::kAvx512, SkinnyIsa::kAvx2, SkinnyIsa::kGeneric),
                          [](const auto& info) { return std::string(SkinnyIsaName(info.param)); });
@@ -251,7 +284,8 @@ TEST(SkinnyGemmPathsTest, Avx2AndAvx512AgreeBitForBit) {
       ASSERT_TRUE(SetSkinnyIsaForTesting(paths[p]).ok());
       d[p].assign(s.nt * s.R, 0.0f);
       DotRows(s.nt, PackForDotRows(s.R, s.D, W.data(), ld), X.data(), ld, d[p].data(), s.R);
-      AxpyRows(s.nt, s.R, s.D, A.data(), lda, W.data(), ld, y[p].data(), ld, true);
+      AxpyRows(s.nt, PackForAxpyRows(s.R, s.D, W.data(), ld), A.data(), lda, y[p].data(), ld,
+               true);
       g[p].assign(s.R * ld, 0.0f);
       AtXRows(s.nt, s.R, s.D, A.data(), lda, X.data(), ld, g[p].data(), ld);
     }

@@ -437,6 +437,12 @@ absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* 
   // coefficient (TokenAddSparseRows); the block product covers the read-map rows: per token
   // N + (k - m) rows of work instead of 2N (or N + wN under xhc_flash).
   const int router_rows = R > 0 && d.has_router ? d.N : 0;
+  // The block products' W, packed once for all blocks (skinny_gemm.h).
+  const cpu::SkinnyWeights map_pk = cpu::PackForAxpyRows(Q, Da, map_w.w.data(), Da);
+  const cpu::SkinnyWeights proj_pk =
+      R > router_rows ? cpu::PackForAxpyRows(R - router_rows, D,
+                                             proj_w.w.data() + static_cast<size_t>(router_rows) * D, D)
+                      : cpu::SkinnyWeights();
   // One pass over X_in and dX in blocks of kMaxTokens tokens (X_in and dX blocks stay in
   // cache between the steps):
   //  1. res / post map coefficients zm (nt, Q);
@@ -460,7 +466,7 @@ absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* 
         corr_a[i] =
             TokenMapCoefficients(d, P, *cache, t0 + i, zm.data() + static_cast<size_t>(i) * Q);
       }
-      cpu::AxpyRows(nt, Q, Da, zm.data(), Q, map_w.w.data(), Da, dxa.data(), Da, false);
+      cpu::AxpyRows(nt, map_pk, zm.data(), Q, dxa.data(), Da, false);
       for (int i = 0; i < nt; ++i) {
         const int tok = t0 + i;
         const size_t off = static_cast<size_t>(tok) * D;
@@ -477,9 +483,8 @@ absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* 
         TokenAddSparseRows(router_rows, D, zct, proj_w.w.data(), dX + off);
       }
       if (R > router_rows) {
-        cpu::AxpyRows(nt, R - router_rows, D, zc.data() + router_rows, R,
-                      proj_w.w.data() + static_cast<size_t>(router_rows) * D, D,
-                      dX + static_cast<size_t>(t0) * D, D, true);
+        cpu::AxpyRows(nt, proj_pk, zc.data() + router_rows, R, dX + static_cast<size_t>(t0) * D,
+                      D, true);
       }
     }
   }
