@@ -19,6 +19,13 @@ XHC_CLONES void ConvToken(const XhcDims& d, const float* const* w, const float* 
   }
 }
 
+// dst = src - (<src, vi> / norm) vi, the Axpy of the in-place form (dst[c] = src[c] + a vi[c],
+// the same multiply and add) written out of place: the step's input stays where it was.
+XHC_INLINE void ProjectOut(int C, const float* src, const float* vi, float norm, float* dst) {
+  const float a = -Dot(C, src, vi) / norm;
+  for (int c = 0; c < C; ++c) dst[c] = src[c] + a * vi[c];
+}
+
 XHC_CLONES void GramSchmidtToken(const XhcDims& d, bool orthogonalise, const float* g, float* v,
                       float* hist) {
   const int C = d.C;
@@ -26,18 +33,25 @@ XHC_CLONES void GramSchmidtToken(const XhcDims& d, bool orthogonalise, const flo
   if (orthogonalise) norms[0] = Dot(C, v, v) + static_cast<float>(kGramSchmidtEps);
   for (int j = 1; j <= d.r; ++j) {
     float* vj = v + j * C;
-    std::memcpy(vj, g + (j - 1) * C, sizeof(float) * C);
-    if (!orthogonalise) continue;
+    const float* gj = g + (j - 1) * C;
+    if (!orthogonalise) {
+      std::memcpy(vj, gj, sizeof(float) * C);
+      continue;
+    }
+    // Step i takes v_i out of the running vector: from g_j, each step's result straight into
+    // the next step's history row (or v_j after the last), no copies (PERF.md 86).
+    const float* src = gj;
     for (int i = 0; i < j; ++i) {
-      if (hist) std::memcpy(hist + ((j - 1) * d.r + i) * C, vj, sizeof(float) * C);
-      Axpy(C, -Dot(C, vj, v + i * C) / norms[i], v + i * C, vj);
+      float* dst = hist && i + 1 < j ? hist + ((j - 1) * d.r + i + 1) * C : vj;
+      ProjectOut(C, src, v + i * C, norms[i], dst);
+      src = dst;
     }
     norms[j] = Dot(C, vj, vj) + static_cast<float>(kGramSchmidtEps);
   }
 }
 
 XHC_CLONES void GramSchmidtBackwardToken(const XhcDims& d, bool orthogonalise, const float* v,
-                              const float* hist, float* dv, float* dg) {
+                              const float* g, const float* hist, float* dv, float* dg) {
   const int C = d.C;
   for (int j = d.r; j >= 1; --j) {
     float* __restrict cur = dg + (j - 1) * C;
@@ -46,7 +60,7 @@ XHC_CLONES void GramSchmidtBackwardToken(const XhcDims& d, bool orthogonalise, c
     for (int i = j - 1; i >= 0; --i) {
       // g' = g - coef v_i, coef = <g, v_i> / S: dg = dg' - a v_i / S,
       // dv_i += -coef dg' - a (g / S - 2 coef v_i / S) with a = <dg', v_i>.
-      const float* __restrict gb = hist + ((j - 1) * d.r + i) * C;
+      const float* __restrict gb = i == 0 ? g + (j - 1) * C : hist + ((j - 1) * d.r + i) * C;
       const float* __restrict vi = v + i * C;
       float* __restrict dvi = dv + i * C;
       const float S = Dot(C, vi, vi) + static_cast<float>(kGramSchmidtEps);

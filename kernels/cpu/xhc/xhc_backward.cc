@@ -155,8 +155,8 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
           cpu::ConvToken(d, conv_w, aug_seq, K * C, t, s.g.data());
           std::memcpy(s.v.data(), aug_seq + static_cast<size_t>(t) * K * C, sizeof(float) * C);
           cpu::GramSchmidtToken(d, cfg.gram_schmidt, s.g.data(), s.v.data(), s.hist.data());
-          cpu::GramSchmidtBackwardToken(d, cfg.gram_schmidt, s.v.data(), s.hist.data(),
-                                        s.daug.data(),
+          cpu::GramSchmidtBackwardToken(d, cfg.gram_schmidt, s.v.data(), s.g.data(),
+                                        s.hist.data(), s.daug.data(),
                                         cache->dg.data() + static_cast<size_t>(tok) * d.r * C);
         }
         std::memcpy(d_out + static_cast<size_t>(tok) * C, s.daug.data(), sizeof(float) * C);
