@@ -132,27 +132,34 @@ void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_
   }
 }
 
-SkinnyWeights PackForDotRows(int R, int D, const float* W, size_t ldw) {
+namespace {
+
+// W in the active path's layout for `product` (the generic path reads W in place).
+SkinnyWeights PackFor(SkinnyWeights::For product, int R, int D, const float* W, size_t ldw) {
   SkinnyWeights w;
+  w.product = product;
   w.isa = ActiveSkinnyIsa();
   w.R = R, w.D = D, w.W = W, w.ldw = ldw;
 #ifdef XHC_SKINNY_X86
-  if (w.isa == SkinnyIsa::kAvx512) internal::PackDotRowsAvx512(R, D, W, ldw, &w.packed);
-  if (w.isa == SkinnyIsa::kAvx2) internal::PackDotRowsAvx2(R, D, W, ldw, &w.packed);
+  const bool dot = product == SkinnyWeights::For::kDotRows;
+  if (w.isa == SkinnyIsa::kAvx512) {
+    (dot ? internal::PackDotRowsAvx512 : internal::PackAxpyRowsAvx512)(R, D, W, ldw, &w.packed);
+  }
+  if (w.isa == SkinnyIsa::kAvx2) {
+    (dot ? internal::PackDotRowsAvx2 : internal::PackAxpyRowsAvx2)(R, D, W, ldw, &w.packed);
+  }
 #endif
   return w;
 }
 
+}  // namespace
+
+SkinnyWeights PackForDotRows(int R, int D, const float* W, size_t ldw) {
+  return PackFor(SkinnyWeights::For::kDotRows, R, D, W, ldw);
+}
+
 SkinnyWeights PackForAxpyRows(int R, int D, const float* W, size_t ldw) {
-  SkinnyWeights w;
-  w.product = SkinnyWeights::For::kAxpyRows;
-  w.isa = ActiveSkinnyIsa();
-  w.R = R, w.D = D, w.W = W, w.ldw = ldw;
-#ifdef XHC_SKINNY_X86
-  if (w.isa == SkinnyIsa::kAvx512) internal::PackAxpyRowsAvx512(R, D, W, ldw, &w.packed);
-  if (w.isa == SkinnyIsa::kAvx2) internal::PackAxpyRowsAvx2(R, D, W, ldw, &w.packed);
-#endif
-  return w;
+  return PackFor(SkinnyWeights::For::kAxpyRows, R, D, W, ldw);
 }
 
 void DotRows(int nt, const SkinnyWeights& w, const float* X, size_t ldx, float* out, int ldo) {

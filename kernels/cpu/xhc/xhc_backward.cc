@@ -439,10 +439,10 @@ absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* 
   const int router_rows = R > 0 && d.has_router ? d.N : 0;
   // The block products' W, packed once for all blocks (skinny_gemm.h).
   const cpu::SkinnyWeights map_pk = cpu::PackForAxpyRows(Q, Da, map_w.w.data(), Da);
-  const cpu::SkinnyWeights proj_pk =
-      R > router_rows ? cpu::PackForAxpyRows(R - router_rows, D,
-                                             proj_w.w.data() + static_cast<size_t>(router_rows) * D, D)
-                      : cpu::SkinnyWeights();
+  const float* pre_rows = proj_w.w.data() + static_cast<size_t>(router_rows) * D;
+  const cpu::SkinnyWeights proj_pk = R > router_rows
+                                         ? cpu::PackForAxpyRows(R - router_rows, D, pre_rows, D)
+                                         : cpu::SkinnyWeights();
   // One pass over X_in and dX in blocks of kMaxTokens tokens (X_in and dX blocks stay in
   // cache between the steps):
   //  1. res / post map coefficients zm (nt, Q);
