@@ -35,6 +35,20 @@ double Seconds(const std::function<void()>& f) {
   return best;
 }
 
+struct Case {
+  const char* name;
+  int R, D;
+  int router;  // leading rows that are the router's (AtXRows' sparse_rows), 0: none
+};
+// At model_bench's N*C: flash, xhc_flash window 4's entry projection (router + 4 read maps,
+// DotRows and AtXRows); flash64, its input-gradient product (the read maps' rows, AxpyRows).
+// pre16: xhc's input-gradient product at the bench's N*C (the 16 read-map rows; the router's
+// are added per token).
+constexpr Case kCases[] = {{"proj", 32, 16384, 16}, {"maps", 32, 4096, 0},
+                           {"flash", 80, 8192, 16}, {"flash64", 64, 8192, 0},
+                           {"pre16", 16, 16384, 0}};
+
+// The cases named `only` (all when empty).
 void Run(const std::string& only) {
   constexpr int kTokens = 4096, kB = kMaxTokens;
   std::mt19937 rng(1);
@@ -45,18 +59,7 @@ void Run(const std::string& only) {
     return v;
   };
   openblas_set_num_threads(1);
-  struct Case {
-    const char* name;
-    int R, D;
-    int router;  // leading rows that are the router's (AtXRows' sparse_rows), 0: none
-  };
-  // At model_bench's N*C: flash, xhc_flash window 4's entry projection (router + 4 read maps,
-  // DotRows and AtXRows); flash64, its input-gradient product (the read maps' rows, AxpyRows).
-  // pre16: xhc's input-gradient product at the bench's N*C (the 16 read-map rows; the router's
-  // are added per token).
-  for (const Case cs : {Case{"proj", 32, 16384, 16}, Case{"maps", 32, 4096, 0},
-                        Case{"flash", 80, 8192, 16}, Case{"flash64", 64, 8192, 0},
-                        Case{"pre16", 16, 16384, 0}}) {
+  for (const Case& cs : kCases) {
     if (!only.empty() && only != cs.name) continue;
     const int R = cs.R, D = cs.D;
     const auto X = random(static_cast<size_t>(kTokens) * D), W = random(static_cast<size_t>(R) * D);
@@ -173,13 +176,18 @@ void Run(const std::string& only) {
 }  // namespace xhc::kernels::cpu
 
 int main(int argc, char** argv) {
+  using xhc::kernels::cpu::kCases;
   std::string only;
-  const std::string cases[] = {"proj", "maps", "flash", "flash64", "pre16"};
-  if (argc == 3 && std::string(argv[1]) == "--case" &&
-      std::find(std::begin(cases), std::end(cases), argv[2]) != std::end(cases)) {
+  const auto known = [](const char* name) {
+    return std::any_of(std::begin(kCases), std::end(kCases),
+                       [&](const auto& c) { return std::string(c.name) == name; });
+  };
+  if (argc == 3 && std::string(argv[1]) == "--case" && known(argv[2])) {
     only = argv[2];
   } else if (argc != 1) {
-    std::fprintf(stderr, "usage: skinny_gemm_bench [--case proj|maps|flash|flash64|pre16]\n");
+    std::fprintf(stderr, "usage: skinny_gemm_bench [--case NAME], NAME one of:");
+    for (const auto& c : kCases) std::fprintf(stderr, " %s", c.name);
+    std::fprintf(stderr, "\n");
     return 2;
   }
   xhc::kernels::cpu::Run(only);
