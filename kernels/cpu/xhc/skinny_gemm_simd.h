@@ -111,15 +111,17 @@ constexpr int DotPassRows() {
 }
 
 // Vectors of rows one walk over X takes at most, and the tokens of an RV-vector tile: with 32
-// registers (kL = 16) 16 accumulators for RV = 1 or 2, 24 for RV = 3; with 16 (AVX2) 12
+// registers (kL = 16) 8 tokens for any RV (8-24 accumulators); with 16 (AVX2) 12
 // accumulators, RV + 1 registers for W and the broadcast (RV = 4: one W vector from memory).
+// A tile's tokens are the X rows it reads at once: 16 of them (RV = 1, rows <= 16, as the
+// head's readout has) ran at half of 8's rate on Zen 4 (PERF.md 88).
 template <class S>
 constexpr int DotMaxVectors() {
   return S::kL == 16 ? 3 : 4;
 }
 template <class S, int RV>
 constexpr int DotTileTokens() {
-  if constexpr (S::kL == 16) return RV == 3 ? 8 : 16 / RV;
+  if constexpr (S::kL == 16) return 8;
   return 12 / RV;
 }
 
