@@ -114,7 +114,7 @@ constexpr int DotPassRows() {
 // registers (kL = 16) 8 tokens for any RV (8-24 accumulators); with 16 (AVX2) 12
 // accumulators, RV + 1 registers for W and the broadcast (RV = 4: one W vector from memory).
 // A tile's tokens are the X rows it reads at once: 16 of them (RV = 1, rows <= 16, as the
-// head's readout has) ran at half of 8's rate on Zen 4 (PERF.md 88).
+// head's readout has) ran at 0.6 of 8's rate on Zen 4 (PERF.md 88).
 template <class S>
 constexpr int DotMaxVectors() {
   return S::kL == 16 ? 3 : 4;
