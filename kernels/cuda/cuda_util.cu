@@ -2,6 +2,7 @@
 
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -84,6 +85,34 @@ int EventElapsedMs(void* a, void* b, float* ms) {
   return static_cast<int>(
       cudaEventElapsedTime(ms, static_cast<cudaEvent_t>(a), static_cast<cudaEvent_t>(b)));
 }
+namespace {
+
+// splitmix64 of (seed, index): independent of the launch shape, so a fill is reproducible.
+__device__ __forceinline__ uint64_t Mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ void FillUniformKernel(void* dst, long n, bool bf16, float lo, float hi, uint64_t seed) {
+  const float span = hi - lo;
+  for (long i = blockIdx.x * long(blockDim.x) + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) {
+    const float v = lo + span * float(Mix(seed ^ Mix(uint64_t(i))) >> 40) * (1.0f / 16777216.0f);
+    if (bf16) st(static_cast<bf16_t*>(dst) + i, v);
+    else static_cast<float*>(dst)[i] = v;
+  }
+}
+
+}  // namespace
+
+int FillUniform(void* dst, long n, bool bf16, float lo, float hi, uint64_t seed, void* stream) {
+  if (n <= 0) return 0;
+  const int blocks = static_cast<int>(std::min<long>(4096, (n + 255) / 256));
+  FillUniformKernel<<<blocks, 256, 0, as_stream(stream)>>>(dst, n, bf16, lo, hi, seed);
+  return static_cast<int>(cudaGetLastError());
+}
+
 int EventDestroy(void* ev) { return static_cast<int>(cudaEventDestroy(static_cast<cudaEvent_t>(ev))); }
 
 }  // namespace xhc::cuda

@@ -5,8 +5,10 @@
 #   backward against the CPU reference, measures the card's ceilings (device-to-device copy,
 #   cuBLAS bf16 GEMM) and prints the xHC bandwidth / sublayer-overhead table.
 #
-# usage: kernels/cuda/device_check.sh [--no-bench] [--bazel]
+# usage: kernels/cuda/device_check.sh [--no-bench] [--sanitize] [--bazel]
 #   --no-bench  correctness checks only
+#   --sanitize  afterwards run the correctness checks under compute-sanitizer memcheck
+#               (out-of-bounds and misaligned accesses; capped at XHC_SANITIZE_TIMEOUT s)
 #   --bazel     afterwards also run `bazel test //kernels/cuda/...` if bazel and Abseil exist
 # env: CUDA_HOME (default /usr/local/cuda), XHC_CHECK_OUT (build dir, default
 #   /tmp/xhc_cuda_check), XHC_CHECK_TIMEOUT (seconds for the binary, default 420).
@@ -22,10 +24,13 @@ OUT="${XHC_CHECK_OUT:-/tmp/xhc_cuda_check}"
 TIMEOUT="${XHC_CHECK_TIMEOUT:-420}"
 BIN_ARGS=()
 RUN_BAZEL=0
+RUN_SANITIZE=0
+SANITIZE_TIMEOUT="${XHC_SANITIZE_TIMEOUT:-150}"
 for arg in "$@"; do
   case "$arg" in
     --no-bench) BIN_ARGS+=(--no-bench) ;;
     --bazel) RUN_BAZEL=1 ;;
+    --sanitize) RUN_SANITIZE=1 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -47,7 +52,8 @@ for f in cuda_util xhc_forward xhc_backward nn_ops attention; do
 done
 HOST_SRCS=(kernels/cuda/check/xhc_checks.cc kernels/cuda/check/nn_checks.cc
            kernels/cuda/check/device_check_main.cc kernels/cpu/xhc/xhc_types.cc
-           kernels/cpu/xhc/xhc_reference.cc kernels/cpu/xhc/xhc_reference_backward.cc)
+           kernels/cpu/xhc/xhc_reference.cc kernels/cpu/xhc/xhc_reference_backward.cc
+           kernels/cpu/xhc/hc_reference.cc kernels/cpu/xhc/head_reference.cc)
 for f in "${HOST_SRCS[@]}"; do
   g++ "${CXXFLAGS[@]}" -c "$f" -o "$OUT/$(basename "$f" .cc).host.o" &
   pids+=($!)
@@ -68,6 +74,25 @@ echo "== run"
 timeout "$TIMEOUT" "$OUT/xhc_cuda_check" "${BIN_ARGS[@]}"
 rc=$?
 if [[ $rc -eq 124 ]]; then echo "device_check: binary timed out after ${TIMEOUT}s" >&2; fi
+
+if [[ $RUN_SANITIZE -eq 1 ]]; then
+  SAN="${COMPUTE_SANITIZER:-$CUDA_HOME/bin/compute-sanitizer}"
+  if [[ -x "$SAN" ]]; then
+    echo "== compute-sanitizer memcheck (correctness checks only, at most ${SANITIZE_TIMEOUT}s)"
+    timeout "$SANITIZE_TIMEOUT" "$SAN" --tool memcheck --error-exitcode 3 \
+        "$OUT/xhc_cuda_check" --no-bench > "$OUT/memcheck.log" 2>&1
+    src=$?
+    grep -E "ERROR SUMMARY|correctness:|Invalid|out of bounds|misaligned" "$OUT/memcheck.log" | head -20
+    if [[ $src -eq 124 ]]; then
+      echo "memcheck: timed out after ${SANITIZE_TIMEOUT}s (not a pass; log in $OUT/memcheck.log)"
+    elif [[ $src -ne 0 ]]; then
+      echo "memcheck: exit $src (log in $OUT/memcheck.log)"
+      rc=1
+    fi
+  else
+    echo "== no compute-sanitizer at $SAN: memcheck not run"
+  fi
+fi
 
 if [[ $RUN_BAZEL -eq 1 ]]; then
   if command -v bazel >/dev/null && [[ -d /usr/include/absl ]]; then

@@ -56,6 +56,9 @@ int EventCreate(void** ev);
 int EventRecord(void* ev, void* stream);
 int EventElapsedMs(void* start, void* stop, float* ms);
 int EventDestroy(void* ev);
+// Fills n elements (bf16 when `bf16`, else float32) with values uniform in [lo, hi) from a
+// counter hash of (seed, index): benchmarks time real-looking data, never zeros.
+int FillUniform(void* dst, long n, bool bf16, float lo, float hi, uint64_t seed, void* stream);
 
 // ---- xHC sublayer (xhc_forward.cu, xhc_backward.cu) -----------------------------------
 struct XhcShape {

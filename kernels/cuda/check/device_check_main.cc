@@ -5,7 +5,11 @@
 //      MLP sublayer fwd+bwd with xHC vs with a plain residual at C=2048, 16K tokens, N=16, k=4.
 // Exit status: 0 when every check passed or there is no device (says so), 1 otherwise.
 
+#include <cmath>
+#include <cstdint>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -19,6 +23,7 @@ using namespace xhc::cuda;  // NOLINT: a main file
 namespace {
 
 int g_err = 0;
+int g_reps = 5;  // --reps N: timed runs per xHC launch (1 under a profiler)
 #define TRY(expr)                                                                 \
   do {                                                                            \
     if (g_err == 0) {                                                             \
@@ -32,6 +37,14 @@ void* Alloc(size_t bytes) {
   TRY(Malloc(&p, bytes));
   if (p) TRY(Memset(p, 0, bytes));
   return p;
+}
+
+// Fills a device buffer with uniform values (timing on zeros would flatter the kernels and
+// hide unwritten outputs). Each call draws a fresh seed. Takes const pointers because the
+// kernels' parameter structs hold const ones; every buffer filled here is owned by Bench.
+void Rand(const void* p, long n, bool bf16, float lo, float hi) {
+  static uint64_t seed = 0x5eed;
+  TRY(FillUniform(const_cast<void*>(p), n, bf16, lo, hi, ++seed, nullptr));
 }
 
 // Median-free mean of `reps` timed runs after one warm-up, in ms.
@@ -102,6 +115,8 @@ void Bench() {
   auto* gx = static_cast<bf16_t*>(Alloc(size_t(G) * G * 2));
   auto* gw = static_cast<bf16_t*>(Alloc(size_t(G) * G * 2));
   auto* gy = static_cast<bf16_t*>(Alloc(size_t(G) * G * 2));
+  Rand(gx, long(G) * G, true, -1, 1);
+  Rand(gw, long(G) * G, true, -1, 1);
   const double gemm_ms = TimeMs([&] { TRY(GemmForward(blas, gx, gw, gy, false, G, G, G, nullptr)); }, 10);
   const double tflops = 2.0 * G * G * double(G) / (gemm_ms * 1e9);
   Free(gx), Free(gw), Free(gy);
@@ -147,12 +162,27 @@ void Bench() {
   auto* u = static_cast<bf16_t*>(A(n * C * 2));
   auto* out = static_cast<bf16_t*>(A(n * C * 2));
   auto* dout = static_cast<bf16_t*>(A(n * C * 2));
+  // Parameters at the scales of the tests' MakeParams (maps far from constant), state and
+  // gradients of order 1.
+  const float wD = 1.0f / std::sqrt(float(D)), wA = 1.0f / std::sqrt(float(k * C));
+  Rand(P.router_weight, long(N * D), false, -wD, wD);
+  Rand(P.router_bias, long(N), false, -1, 1);
+  Rand(P.pre_weight, long(N * D), false, -wD, wD);
+  Rand(P.pre_bias, long(N), false, -1, 1);
+  Rand(P.pre_alpha, 1, false, 0.6f, 0.8f);
+  Rand(P.res_weight, long(k * k * k * C), false, -wA, wA);
+  Rand(P.res_bias, long(k * k), false, -1, 1);
+  Rand(P.post_weight, long(k * s.K * k * C), false, -wA, wA);
+  Rand(P.post_bias, long(k * s.K), false, -1, 1);
+  for (int j = 0; j < s.r; ++j) Rand(P.conv_weight[j], long(s.kernels[j] * C), false, -0.3f, 0.3f);
+  for (bf16_t* t : {X, Xin, dX, dXnew}) Rand(t, long(n * D), true, -1, 1);
+  for (bf16_t* t : {u, out, dout}) Rand(t, long(n * C), true, -1, 1);
   XhcDevCache cache;
   TRY(XhcCacheCarve(s, A(XhcCacheBytes(s)), &cache));
   if (g_err) return;
   XhcShape s1 = s;  // attention side: K = 1
   s1.r = 0, s1.K = 1;
-  const int reps = 5;
+  const int reps = g_reps;
   // Modelled bytes: the minimum traffic of each launch's algorithm (bf16 state = 2 B).
   std::vector<Row> rows;
   rows.push_back({"pre (maps+select+gather+Sinkhorn+read+mix)",
@@ -197,6 +227,11 @@ void Bench() {
   auto* d1 = static_cast<bf16_t*>(A(size_t(M) * F * 2));
   auto* d3 = static_cast<bf16_t*>(A(size_t(M) * F * 2));
   auto* da = static_cast<bf16_t*>(A(size_t(M) * Cc * 2));
+  const float wC = 1.0f / std::sqrt(float(Cc)), wF = 1.0f / std::sqrt(float(F));
+  Rand(w1, long(F) * Cc, true, -wC, wC);
+  Rand(w3, long(F) * Cc, true, -wC, wC);
+  Rand(w2, long(F) * Cc, true, -wF, wF);
+  Rand(nw, Cc, false, 0.9f, 1.1f);
   if (g_err) return;
   auto mlp = [&](const bf16_t* in, bf16_t* o, const bf16_t* dO, bf16_t* dIn) {
     TRY(RmsNormForward(in, nw, an, rstd, M, Cc, 1e-6f, nullptr));
@@ -219,8 +254,8 @@ void Bench() {
     mlp(u, out, dout, da);
     TRY(MemcpyD2D(X, out, size_t(M) * Cc * 2, nullptr));
     TRY(MemcpyD2D(dX, da, size_t(M) * Cc * 2, nullptr));
-  }, 3);
-  const double f_ms = TimeMs([&] { mlp(u, out, dout, da); }, 3);
+  }, std::min(3, g_reps));
+  const double f_ms = TimeMs([&] { mlp(u, out, dout, da); }, std::min(3, g_reps));
   const double xhc_total = f_ms + xhc_ms;
   std::printf("\nMLP sublayer fwd+bwd (C=2048, d_ff=8192, 16K tokens): plain residual %.3f ms, "
               "xHC (N=16, k=4, K=4) %.3f ms = F %.3f + xHC %.3f: ratio %.3fx (target <= 1.15x)\n",
@@ -233,8 +268,19 @@ void Bench() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool bench = true;
-  for (int i = 1; i < argc; ++i) bench = bench && std::strcmp(argv[i], "--no-bench") != 0;
+  bool bench = true, correctness = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no-bench") == 0) {
+      bench = false;
+    } else if (std::strcmp(argv[i], "--no-correctness") == 0) {
+      correctness = false;  // a second timing run, to see the spread between runs
+    } else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
+      g_reps = std::atoi(argv[++i]);
+    } else {
+      std::printf("unknown argument %s (use --no-bench, --no-correctness, --reps N)\n", argv[i]);
+      return 2;
+    }
+  }
   int count = 0;
   const int e = DeviceCount(&count);
   if (e != 0 || count == 0) {
@@ -242,7 +288,7 @@ int main(int argc, char** argv) {
                 e ? ErrorString(e) : "cudaGetDeviceCount reports 0 devices");
     return 0;
   }
-  const int failed = RunCorrectness();
+  const int failed = correctness ? RunCorrectness() : 0;
   if (bench) Bench();
   if (g_err) std::printf("benchmark aborted by CUDA error %d (%s)\n", g_err, ErrorString(g_err));
   return failed == 0 && g_err == 0 ? 0 : 1;

@@ -2,7 +2,7 @@
 #define XHC_CUDA_CHECK_SHIM_ABSL_STATUS_STATUS_H_
 
 // Minimal stand-in for the few Abseil names the CPU reference uses (Status, OkStatus,
-// InvalidArgumentError), so the standalone device check (device_check.sh) builds on a
+// InvalidArgumentError, FailedPreconditionError), so the standalone device check (device_check.sh) builds on a
 // machine that has the CUDA toolkit but no Abseil. Never used by the Bazel build.
 
 #include <string>
@@ -10,7 +10,7 @@
 
 namespace absl {
 
-enum class StatusCode { kOk = 0, kInvalidArgument = 3, kInternal = 13 };
+enum class StatusCode { kOk = 0, kInvalidArgument = 3, kFailedPrecondition = 9, kInternal = 13 };
 
 class Status {
  public:
@@ -29,6 +29,9 @@ class Status {
 inline Status OkStatus() { return Status(); }
 inline Status InvalidArgumentError(std::string m) {
   return Status(StatusCode::kInvalidArgument, std::move(m));
+}
+inline Status FailedPreconditionError(std::string m) {
+  return Status(StatusCode::kFailedPrecondition, std::move(m));
 }
 inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 
