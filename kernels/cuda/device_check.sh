@@ -43,7 +43,7 @@ mkdir -p "$OUT"
 echo "== build ($("$NVCC" --version | tail -1)) into $OUT"
 start=$(date +%s)
 # sm_90a only: the kernels target H100/H200; one architecture keeps the build ~1 minute.
-NVFLAGS=(-std=c++20 -O3 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I"$ROOT")
+NVFLAGS=(-std=c++20 -O3 -lineinfo --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I"$ROOT")
 CXXFLAGS=(-std=c++20 -O2 -I"$ROOT" -I"$ROOT/kernels/cuda/check/shim" -I"$CUDA_HOME/include")
 pids=()
 for f in cuda_util xhc_forward xhc_backward nn_ops attention; do

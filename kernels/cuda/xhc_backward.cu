@@ -2,10 +2,11 @@
 // gradient (I.1 XhcBackwardOut, I.2 XhcBackwardInput) and weight gradient (W) launches.
 //   post_backward_kernel   per token: gathers the active gradients dA_j = dX_new[idx_j],
 //                          all dot products of the post map / mixing / routing weight in one
-//                          pass, d aug, then (one thread) the Sinkhorn backward recomputing
-//                          the iterations on chip, then the Gram-Schmidt backward with the
-//                          history rebuilt from the stored coefficients (nothing (r,r,C)
-//                          is ever stored).
+//                          pass, d aug, then the Gram-Schmidt backward with the history
+//                          rebuilt from the stored coefficients (nothing (r,r,C) is ever
+//                          stored).
+//   sinkhorn_backward_kernel  one thread per token: the Sinkhorn backward, recomputing the
+//                          iterations on chip.
 //   conv_input_grad_kernel all r convolution branches' input gradients in one pass.
 //   input_stats_kernel     per token: read-map gradients (N dots with du) and the scalar
 //                          normalisation corrections, which follow from the cached raw
@@ -36,7 +37,7 @@ __global__ void __launch_bounds__(kThreads)
                          const bf16_t* __restrict__ out, const bf16_t* __restrict__ dX_new,
                          XhcDevCache c, bf16_t* __restrict__ d_out) {
   constexpr int NA = MK * K + MK * MK;  // dot(aug_q, dA_j), then dot(dA_j, Xa_j')
-  extern __shared__ float dyn[];        // daug (K, C) when K > 1, then Sinkhorn history
+  extern __shared__ float dyn[];        // daug (K, C) when K > 1
   __shared__ float hp[MK * K], hr[MK * MK], p[MK], dots[NA], wred[kWarps][NA], red[32];
   __shared__ int idx[MK];
   const long tok = blockIdx.x;
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (threadIdx.x == 0) {
     float* dz = c.dz_map + tok * Q;
-    float dp[MK], dh[MK * MK], z[MK * MK], dzr[MK * MK];
+    float dp[MK];
     for (int j = 0; j < k; ++j) {
       dp[j] = 0.f;
       for (int q = 0; q < K; ++q) {
@@ -104,14 +105,9 @@ __global__ void __launch_bounds__(kThreads)
         dp[j] += h * dot;
         dz[kk + j * K + q] = p[j] * dot * h * (1.f - 0.5f * h);  // H = 2 sigmoid(z)
       }
-      for (int jj = 0; jj < k; ++jj) dh[j * k + jj] = dots[MK * K + j * MK + jj];
+      // d loss / d Hres, which sinkhorn_backward_kernel turns into d loss / d z in place.
+      for (int jj = 0; jj < k; ++jj) dz[j * k + jj] = dots[MK * K + j * MK + jj];
     }
-    const float ra = c.stats[tok * 4 + 3];
-    for (int q = 0; q < kk; ++q) {
-      z[q] = P.res_alpha[0] * ra * c.map_raw[tok * Q + q] + P.res_bias[q];
-    }
-    sinkhorn_backward(k, s.sinkhorn_iters, z, dh, dzr, dyn + (K > 1 ? K * C : 0));
-    for (int q = 0; q < kk; ++q) dz[q] = dzr[q];
     float* dzp = c.dz_proj + tok * 2 * N;
     for (int i = 0; i < N; ++i) dzp[i] = 0.f;
     if (s.has_router) {
@@ -152,24 +148,132 @@ __global__ void __launch_bounds__(kThreads)
   for (int ch = threadIdx.x; ch < C; ch += kThreads) c.dout_f[tok * C + ch] = dyn[ch];
 }
 
-// d_out[t] = direct part + sum_j sum_tau w_j[tau] dg_j[t + tau] (same sequence only).
+// One thread per token: dz_map[0, kk) holds d loss / d Hres on entry and d loss / d z_res on
+// exit. The Sinkhorn iterations are recomputed into this thread's slice of shared memory
+// ((2 iters + 1) k k floats; spec 4.2: recompute, not store). Kept out of the per-token
+// block of post_backward_kernel, where one thread ran it while the other 255 waited.
+__global__ void sinkhorn_backward_kernel(XhcShape s, XhcDevParams P, XhcDevCache c) {
+  extern __shared__ float hist_all[];
+  const long tok = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (tok >= s.tokens()) return;
+  const int k = s.k, kk = k * k, Q = s.Q();
+  float* hist = hist_all + threadIdx.x * (2 * s.sinkhorn_iters + 1) * kk;
+  float z[kMaxActive * kMaxActive], dh[kMaxActive * kMaxActive], dz[kMaxActive * kMaxActive];
+  const float ra = c.stats[tok * 4 + 3];
+  float* dzm = c.dz_map + tok * Q;
+  for (int q = 0; q < kk; ++q) {
+    z[q] = P.res_alpha[0] * ra * c.map_raw[tok * Q + q] + P.res_bias[q];
+    dh[q] = dzm[q];
+  }
+  sinkhorn_backward(k, s.sinkhorn_iters, z, dh, dz, hist);
+  for (int q = 0; q < kk; ++q) dzm[q] = dz[q];
+}
+
+// The causal convolutions' backward with each thread walking kConvChunk tokens of one
+// channel of one sequence, the taps it needs held in registers (a sliding window), so every
+// dg / out value is read once per branch instead of once per tap. kMaxTap (16) bounds the
+// widest kernel (XhcCheckShape).
+
+// d_out[t] = direct part + sum_j sum_tau w_j[tau] dg_j[t + tau] (same sequence only). The
+// walk runs backwards from the chunk's end plus the widest tap, so the window win[j][tau] =
+// dg_j[t + tau] is full when the chunk's first output is due.
 __global__ void conv_input_grad_kernel(XhcShape s, XhcDevParams P, XhcDevCache c,
                                        bf16_t* __restrict__ d_out) {
-  const long total = s.tokens() * s.C;
-  const int C = s.C, r = s.r;
-  for (long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<long>(gridDim.x) * blockDim.x) {
-    const long tok = e / C;
-    const int ch = static_cast<int>(e % C), t = static_cast<int>(tok % s.T);
-    float acc = c.dout_f[e];
-    for (int j = 0; j < r; ++j) {
-      const float* w = P.conv_weight[j];
-      for (int tau = 0; tau < s.kernels[j] && t + tau < s.T; ++tau) {
-        acc += w[static_cast<long>(tau) * C + ch] * c.dg[((tok + tau) * r + j) * C + ch];
-      }
+  const int C = s.C, r = s.r, T = s.T, ch = blockIdx.x * blockDim.x + threadIdx.x;
+  const int chunks = (T + kConvChunk - 1) / kConvChunk;
+  const int b = blockIdx.y / chunks, t0 = (blockIdx.y % chunks) * kConvChunk;
+  if (ch >= C) return;
+  const int t1 = min(T, t0 + kConvChunk);
+  float w[kMaxK - 1][kMaxTap], win[kMaxK - 1][kMaxTap];
+  int widest = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxK - 1; ++j) {
+    const int kj = j < r ? s.kernels[j] : 0;
+    widest = max(widest, kj);
+#pragma unroll
+    for (int tau = 0; tau < kMaxTap; ++tau) {
+      w[j][tau] = tau < kj ? P.conv_weight[j][static_cast<long>(tau) * C + ch] : 0.f;
+      win[j][tau] = 0.f;
     }
-    st(d_out + e, acc);
   }
+  const long base = static_cast<long>(b) * T;
+  for (int t = min(T - 1, t1 - 1 + widest - 1); t >= t0; --t) {
+    const long tok = base + t;
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxK - 1; ++j) {
+      if (j >= r) continue;
+#pragma unroll
+      for (int tau = kMaxTap - 1; tau > 0; --tau) win[j][tau] = win[j][tau - 1];
+      win[j][0] = c.dg[(tok * r + j) * C + ch];
+#pragma unroll
+      for (int tau = 0; tau < kMaxTap; ++tau) acc += w[j][tau] * win[j][tau];
+    }
+    if (t < t1) st(d_out + tok * C + ch, c.dout_f[tok * C + ch] + acc);
+  }
+}
+
+// Per chunk: part[chunk][tap][ch] = sum_{t in chunk, t >= tau} dg_j[t][ch] out[t - tau][ch]
+// (tap = offset of j's taps + tau); the window ow[tau] = out[t - tau] is filled by walking
+// from widest - 1 tokens before the chunk. conv_weight_reduce_kernel adds the chunks in order.
+__global__ void conv_weight_part_kernel(XhcShape s, const bf16_t* __restrict__ out,
+                                        XhcDevCache c, int taps) {
+  const int C = s.C, r = s.r, T = s.T, ch = blockIdx.x * blockDim.x + threadIdx.x;
+  const int chunks = (T + kConvChunk - 1) / kConvChunk;
+  const int b = blockIdx.y / chunks, t0 = (blockIdx.y % chunks) * kConvChunk;
+  if (ch >= C) return;
+  const int t1 = min(T, t0 + kConvChunk);
+  int widest = 0, kj[kMaxK - 1];
+#pragma unroll
+  for (int j = 0; j < kMaxK - 1; ++j) {
+    kj[j] = j < r ? s.kernels[j] : 0;
+    widest = max(widest, kj[j]);
+  }
+  float acc[kMaxK - 1][kMaxTap], ow[kMaxTap];
+#pragma unroll
+  for (int tau = 0; tau < kMaxTap; ++tau) {
+    ow[tau] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxK - 1; ++j) acc[j][tau] = 0.f;
+  }
+  const long base = static_cast<long>(b) * T;
+  for (int t = max(0, t0 - (widest - 1)); t < t1; ++t) {
+    const long tok = base + t;
+#pragma unroll
+    for (int tau = kMaxTap - 1; tau > 0; --tau) ow[tau] = ow[tau - 1];
+    ow[0] = ld(out + tok * C + ch);
+    if (t < t0) continue;
+#pragma unroll
+    for (int j = 0; j < kMaxK - 1; ++j) {
+      if (j >= r) continue;
+      const float g = c.dg[(tok * r + j) * C + ch];
+#pragma unroll
+      for (int tau = 0; tau < kMaxTap; ++tau) acc[j][tau] += g * ow[tau];  // ow = 0 before t = 0
+    }
+  }
+  float* part = c.conv_part + static_cast<long>(blockIdx.y) * taps * C;
+  int off = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxK - 1; ++j) {
+#pragma unroll
+    for (int tau = 0; tau < kMaxTap; ++tau) {
+      if (tau < kj[j]) part[static_cast<long>(off + tau) * C + ch] = acc[j][tau];
+    }
+    off += kj[j];
+  }
+}
+
+// conv.j.weight[tau][ch] += sum over chunks, in chunk order (deterministic).
+__global__ void conv_weight_reduce_kernel(XhcShape s, XhcDevCache c, XhcDevGrads G, int taps,
+                                          int parts) {
+  const long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  const int C = s.C;
+  if (e >= static_cast<long>(taps) * C) return;
+  float a = 0.f;
+  for (int q = 0; q < parts; ++q) a += c.conv_part[static_cast<long>(q) * taps * C + e];
+  int tap = static_cast<int>(e / C), j = 0;
+  while (tap >= s.kernels[j]) tap -= s.kernels[j++];
+  G.conv_weight[j][static_cast<long>(tap) * C + e % C] += a;
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -320,6 +424,221 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The input gradient for k <= 4 in two register-tiled passes (64 tokens x 64 channels per
+// block, 4 x 4 per thread, so each shared-memory load feeds 4 to 16 FMAs):
+//   input_active_kernel  dX[tok, idx_j, ch] <- sum_j' hres[j'][j] dA_j'[ch]
+//                          + ra (gxa_j[ch] - xa_j[ch] ra corr3),
+//                        gxa_j = alpha_res sum_{q<kk} dzm_q Wres[q][jC + ch]
+//                          + alpha_post sum_{q>=kk} dzm_q Wpost[q-kk][jC + ch],
+//                        with dA = dX[tok, idx] as it arrives. Each thread owns all k slots
+//                        of its (token, channel), so reading dA and writing in place is safe.
+//   input_dense_kernel   then, for every stream i: dX[tok, i, ch] += hpre_i du[ch]
+//                          + rstd (alpha_pre sum_r dzp_r Wpre[r][iC + ch] - x rstd corr0)
+//                          + rstd_ln (sum_r dzr_r Wrouter[r][iC + ch] - corr1 - ln(x) corr2):
+//                        the pass-through of untouched streams and the active result of the
+//                        first pass both sit in dX already.
+constexpr int kTileT = 64, kTileC = 64, kTileQ = 16;
+
+// 4 consecutive channels of one row as floats; 8-byte access when `vec` (C % 4 == 0 and the
+// whole group inside the row), else element by element with the bound check.
+__device__ __forceinline__ void load4(const bf16_t* p, bool vec, int valid, float* v) {
+  if (vec) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+    const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+    v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+  } else {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) v[b] = b < valid ? ld(p + b) : 0.f;
+  }
+}
+__device__ __forceinline__ void store4(bf16_t* p, bool vec, int valid, const float* v) {
+  if (vec) {
+    uint2 raw;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+    h[0] = __floats2bfloat162_rn(v[0], v[1]);
+    h[1] = __floats2bfloat162_rn(v[2], v[3]);
+    *reinterpret_cast<uint2*>(p) = raw;
+  } else {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) if (b < valid) st(p + b, v[b]);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    input_active_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
+                        bf16_t* dX, XhcDevCache c) {
+  __shared__ __align__(16) float dzT[kTileQ][kTileT];    // [row][token], alpha folded in
+  __shared__ __align__(16) float wt[kTileQ][4][kTileC];  // [row][slot][channel]
+  const int k = s.k, kk = k * k, Q = s.Q(), C = s.C, Da = s.Da();
+  const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.x) * kTileT;
+  const int c0 = blockIdx.y * kTileC;
+  const float ar = P.res_alpha[0], ap = P.post_alpha[0];
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float g[4][4][4];  // [token a][slot j][channel b]
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) g[a][j][b] = 0.f;
+  for (int q0 = 0; q0 < Q; q0 += kTileQ) {
+    __syncthreads();  // the previous rows are no longer read
+    for (int e = threadIdx.x; e < kTileQ * kTileT; e += kThreads) {
+      const int qq = e / kTileT, t = e % kTileT, q = q0 + qq;
+      const long tok = tok0 + t;
+      dzT[qq][t] = (q < Q && tok < n) ? (q < kk ? ar : ap) * c.dz_map[tok * Q + q] : 0.f;
+    }
+    for (int e = threadIdx.x; e < kTileQ * 4 * kTileC; e += kThreads) {
+      const int qq = e / (4 * kTileC), j = (e / kTileC) % 4, b = e % kTileC;
+      const int q = q0 + qq, ch = c0 + b;
+      float v = 0.f;
+      if (q < Q && j < k && ch < C) {
+        const long col = static_cast<long>(j) * C + ch;
+        v = q < kk ? P.res_weight[q * static_cast<long>(Da) + col]
+                   : P.post_weight[(q - kk) * static_cast<long>(Da) + col];
+      }
+      wt[qq][j][b] = v;
+    }
+    __syncthreads();
+    const int rows = min(kTileQ, Q - q0);
+    for (int qq = 0; qq < rows; ++qq) {
+      const float4 d = *reinterpret_cast<const float4*>(&dzT[qq][4 * ty]);
+      const float dv[4] = {d.x, d.y, d.z, d.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float4 w = *reinterpret_cast<const float4*>(&wt[qq][j][4 * tx]);
+        const float wv[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int a = 0; a < 4; ++a)
+#pragma unroll
+          for (int b = 0; b < 4; ++b) g[a][j][b] += dv[a] * wv[b];
+      }
+    }
+  }
+  const int ch = c0 + 4 * tx;
+  if (ch >= C) return;
+  const int valid = min(4, C - ch);
+  const bool vec = (C % 4 == 0);
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const long tok = tok0 + 4 * ty + a;
+    if (tok >= n) break;
+    int idx[4];
+    float hr[4][4], dA[4][4], xa[4][4];  // constant indices only: all in registers
+#pragma unroll
+    for (int j = 0; j < 4; ++j) idx[j] = j < k ? c.idx[tok * k + j] : 0;
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) hr[jj][j] = jj < k && j < k ? c.hres[tok * kk + jj * k + j] : 0.f;
+    const float ra = c.stats[tok * 4 + 3], corr3 = c.corr[tok * 4 + 3];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (j >= k) continue;
+      const long e = tok * D + static_cast<long>(idx[j]) * C + ch;
+      load4(dX + e, vec, valid, dA[j]);
+      load4(X_in + e, vec, valid, xa[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (j >= k) continue;
+      float o[4];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        float mix = 0.f;
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) if (jj < k) mix += hr[jj][j] * dA[jj][b];
+        o[b] = mix + ra * (g[a][j][b] - xa[j][b] * ra * corr3);
+      }
+      store4(dX + tok * D + static_cast<long>(idx[j]) * C + ch, vec, valid, o);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    input_dense_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
+                       const bf16_t* __restrict__ du, bf16_t* dX, XhcDevCache c) {
+  __shared__ __align__(16) float dzT[2 * kMaxStreams][kTileT];  // [row][token]
+  __shared__ __align__(16) float wt[2 * kMaxStreams][kTileC];   // [row][channel]
+  const int N = s.N, C = s.C, R = 2 * N, i = blockIdx.y;
+  const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.x) * kTileT;
+  const int c0 = blockIdx.z * kTileC;
+  const float alpha = P.pre_alpha[0];
+  // Rows [0, N): router (zero without one), [N, 2N): read map, scaled by alpha_pre.
+  for (int e = threadIdx.x; e < R * kTileT; e += kThreads) {
+    const int row = e / kTileT, t = e % kTileT;
+    const long tok = tok0 + t;
+    float v = 0.f;
+    if (tok < n && (row >= N || s.has_router)) {
+      v = c.dz_proj[tok * R + row] * (row >= N ? alpha : 1.f);
+    }
+    dzT[row][t] = v;
+  }
+  for (int e = threadIdx.x; e < R * kTileC; e += kThreads) {
+    const int row = e / kTileC, b = e % kTileC, ch = c0 + b;
+    const long col = static_cast<long>(i) * C + ch;
+    float v = 0.f;
+    if (ch < C) {
+      if (row >= N) {
+        v = P.pre_weight[(row - N) * D + col];
+      } else if (s.has_router) {
+        v = P.router_weight[row * D + col];
+      }
+    }
+    wt[row][b] = v;
+  }
+  __syncthreads();
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float gln[4][4], gy[4][4];
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) gln[a][b] = gy[a][b] = 0.f;
+  for (int row = 0; row < N; ++row) {
+    const float4 d = *reinterpret_cast<const float4*>(&dzT[row][4 * ty]);
+    const float4 w = *reinterpret_cast<const float4*>(&wt[row][4 * tx]);
+    const float4 dp = *reinterpret_cast<const float4*>(&dzT[N + row][4 * ty]);
+    const float4 wp = *reinterpret_cast<const float4*>(&wt[N + row][4 * tx]);
+    const float dv[4] = {d.x, d.y, d.z, d.w}, wv[4] = {w.x, w.y, w.z, w.w};
+    const float dpv[4] = {dp.x, dp.y, dp.z, dp.w}, wpv[4] = {wp.x, wp.y, wp.z, wp.w};
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        gln[a][b] += dv[a] * wv[b];
+        gy[a][b] += dpv[a] * wpv[b];
+      }
+  }
+  const int ch = c0 + 4 * tx;
+  if (ch >= C) return;
+  const int valid = min(4, C - ch);
+  const bool vec = (C % 4 == 0);
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const long tok = tok0 + 4 * ty + a;
+    if (tok >= n) break;
+    const float* st4 = c.stats + tok * 4;
+    const float* cr = c.corr + tok * 4;
+    const float mean = st4[0], rstd_ln = st4[1], rstd = st4[2];
+    const float hp = c.hpre[tok * N + i];
+    const long e = tok * D + static_cast<long>(i) * C + ch;
+    float x[4], d[4], g[4];
+    load4(X_in + e, vec, valid, x);
+    load4(dX + e, vec, valid, d);
+    load4(du + tok * C + ch, vec, valid, g);
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      d[b] += hp * g[b] + rstd * (gy[a][b] - x[b] * rstd * cr[0]);
+      if (s.has_router) {
+        const float ln = (x[b] - mean) * rstd_ln;
+        d[b] += rstd_ln * (gln[a][b] - cr[1] - ln * cr[2]);
+      }
+    }
+    store4(dX + e, vec, valid, d);
+  }
+}
+
 // Per token: GEMM coefficients for the router / read-map weight gradients, so that
 // G_router[i] += sum_tok (dz_r rstd_ln) x - (sum_tok dz_r rstd_ln mean) and
 // G_pre[i] += sum_tok (alpha dz_p rstd) x: the normalised state is never materialised.
@@ -407,26 +726,6 @@ __global__ void row_correct_kernel(float* G, const float* rowc, long L) {
   }
 }
 
-// conv.j.weight[tau][c] += sum_{t >= tau} dg_j[t][c] out[t - tau][c]: one thread per
-// (j, tau, c), tokens in order (deterministic; coalesced over c).
-__global__ void conv_weight_grad_kernel(XhcShape s, const bf16_t* __restrict__ out,
-                                        XhcDevCache c, XhcDevGrads G, int total_taps) {
-  const long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
-  const int C = s.C, r = s.r;
-  if (e >= static_cast<long>(total_taps) * C) return;
-  int tap = static_cast<int>(e / C), j = 0;
-  const int ch = static_cast<int>(e % C);
-  while (tap >= s.kernels[j]) tap -= s.kernels[j++];
-  float acc = 0.f;
-  for (int b = 0; b < s.B; ++b) {
-    for (int t = tap; t < s.T; ++t) {
-      const long tok = static_cast<long>(b) * s.T + t;
-      acc += c.dg[(tok * r + j) * C + ch] * ld(out + (tok - tap) * C + ch);
-    }
-  }
-  G.conv_weight[j][static_cast<long>(tap) * C + ch] += acc;
-}
-
 // G (rows, L) row-major += coef[:, col0:col0+rows]^T . A with A (n, L) row-major bf16.
 int GemmAccum(cublasHandle_t h, cudaStream_t st, const bf16_t* A, const bf16_t* coef, int ldc,
               int rows, int L, long n, float* G) {
@@ -444,8 +743,7 @@ template <int MK, int K>
 int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
                        const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
                        cudaStream_t st) {
-  const size_t smem =
-      sizeof(float) * ((K > 1 ? K * s.C : 0) + (2 * s.sinkhorn_iters + 1) * s.k * s.k);
+  const size_t smem = sizeof(float) * (K > 1 ? K * s.C : 1);
   auto kernel = post_backward_kernel<MK, K>;
   XHC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
@@ -476,9 +774,18 @@ int XhcBackwardOutLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t*
   cudaStream_t st = as_stream(stream);
   XHC_TRY(s.k <= 4 ? DispatchPostBackward<4>(s, P, X_in, out, dX_new, c, d_out, st)
                    : DispatchPostBackward<8>(s, P, X_in, out, dX_new, c, d_out, st));
+  // Threads per block so that their Sinkhorn histories fit in 96 KiB of shared memory.
+  const size_t hist = sizeof(float) * (2 * s.sinkhorn_iters + 1) * s.k * s.k;
+  const int sk_threads = static_cast<int>(std::max<size_t>(1, std::min<size_t>(64, (96 << 10) / hist)));
+  XHC_CUDA_TRY(cudaFuncSetAttribute(sinkhorn_backward_kernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(sk_threads * hist)));
+  sinkhorn_backward_kernel<<<ceil_div(s.tokens(), sk_threads), sk_threads, sk_threads * hist, st>>>(
+      s, P, *c);
+  XHC_LAUNCH_CHECK();
   if (s.K > 1) {
-    conv_input_grad_kernel<<<std::min<long>(ceil_div(s.tokens() * s.C, kThreads), 65535),
-                             kThreads, 0, st>>>(s, P, *c, d_out);
+    const dim3 grid(ceil_div(s.C, 128), s.B * ceil_div(s.T, kConvChunk));
+    conv_input_grad_kernel<<<grid, 128, 0, st>>>(s, P, *c, d_out);
     XHC_LAUNCH_CHECK();
   }
   return 0;
@@ -490,6 +797,16 @@ int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_
   cudaStream_t st = as_stream(stream);
   input_stats_kernel<<<s.tokens(), kThreads, 0, st>>>(s, P, X_in, du, *c);
   XHC_LAUNCH_CHECK();
+  if (s.k <= 4) {
+    input_active_kernel<<<dim3(ceil_div(s.tokens(), kTileT), ceil_div(s.C, kTileC)), kThreads,
+                          0, st>>>(s, P, X_in, dX, *c);
+    XHC_LAUNCH_CHECK();
+    input_dense_kernel<<<dim3(ceil_div(s.tokens(), kTileT), s.N, ceil_div(s.C, kTileC)),
+                         kThreads, 0, st>>>(s, P, X_in, du, dX, *c);
+    XHC_LAUNCH_CHECK();
+    return 0;
+  }
+  // k > 4: one pass per 16 tokens x 32 channels (its per-thread tiles would not fit).
   const dim3 grid(ceil_div(s.tokens(), kTM), ceil_div(s.C, kTC));
   input_apply_kernel<<<grid, kThreads, 0, st>>>(s, P, X_in, du, dX, *c);
   XHC_LAUNCH_CHECK();
@@ -527,8 +844,11 @@ int XhcBackwardWeightsLaunch(const XhcShape& s, const XhcDevParams& P, const bf1
   if (s.r > 0) {
     int taps = 0;
     for (int j = 0; j < s.r; ++j) taps += s.kernels[j];
-    conv_weight_grad_kernel<<<ceil_div(static_cast<long>(taps) * s.C, 128), 128, 0, st>>>(
-        s, out, *c, G, taps);
+    const int parts = s.B * ceil_div(s.T, kConvChunk);
+    conv_weight_part_kernel<<<dim3(ceil_div(s.C, 128), parts), 128, 0, st>>>(s, out, *c, taps);
+    XHC_LAUNCH_CHECK();
+    conv_weight_reduce_kernel<<<ceil_div(static_cast<long>(taps) * s.C, 128), 128, 0, st>>>(
+        s, *c, G, taps, parts);
     XHC_LAUNCH_CHECK();
   }
   return 0;

@@ -35,6 +35,8 @@ constexpr int kXhcErrNoCuda = 300001;           // built without the toolkit
 constexpr int kMaxStreams = 32;  // N
 constexpr int kMaxActive = 8;    // k
 constexpr int kMaxK = 4;         // write components (1 + number of convolutions)
+constexpr int kMaxTap = 16;      // widest convolution kernel (taps held in registers)
+constexpr int kConvChunk = 64;   // tokens one thread walks in the convolution backward
 
 // ---- device / memory helpers (cuda_util.cu) -------------------------------------------
 int DeviceCount(int* count);  // count = 0 and returns 0 when there is no driver or GPU
@@ -129,15 +131,20 @@ struct XhcDevCache {
   float* dout_f = nullptr;   // (n, C) direct part of d_out before the conv input-gradient
   bf16_t* xa = nullptr;      // (n, k, C) gathered active streams (weight-gradient GEMM)
   bf16_t* coef = nullptr;    // (n, max(2N, Q)) GEMM coefficients (weight gradients)
+  bf16_t* wsplit = nullptr;  // (2 max(2N N C, Q k C)) bf16 hi / lo rows of the map weights
+  float* gemm_out = nullptr; // (n, max(4N, 2Q)) the forward projections' GEMM output
+  float* conv_part = nullptr; // (B ceil(T / 64), sum kappa_j, C) per-chunk conv weight grads
 };
 size_t XhcCacheBytes(const XhcShape& s);
 int XhcCacheCarve(const XhcShape& s, void* base, XhcDevCache* cache);
 
 // Forward, first half: maps, selection, dense read u (n, C), and the active-stream mixing
 // Hres . Xa written IN PLACE into the active streams of X (the paper's fused read + mix).
-// Callers keep a copy of X as it was before this call (X_in) for the backward.
+// Callers keep a copy of X as it was before this call (X_in) for the backward. The two map
+// projections run on cuBLAS (`cublas`, a cublasHandle_t); cache->xa receives the active
+// streams of X_in.
 int XhcPreLaunch(const XhcShape& s, const XhcDevParams& P, bf16_t* X, bf16_t* u,
-                 XhcDevCache* cache, void* stream);
+                 XhcDevCache* cache, void* cublas, void* stream);
 // Forward, second half: temporal augmentation (MLP side) and X[idx_j] += p_j Hpost_j . aug.
 int XhcPostLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* out, bf16_t* X,
                   XhcDevCache* cache, void* stream);

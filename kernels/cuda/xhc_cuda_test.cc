@@ -1,7 +1,8 @@
 // Every fused xHC kernel, forward and backward, against the CPU reference over several
 // shapes: attention (K = 1) and MLP (K = 4) sides, mhc, no Gram-Schmidt, channel tails
 // (C not a multiple of 8, the vector width, nor of 32 / 64, the tile widths), token tails
-// (n not a multiple of the 16-token projection tile), sequences shorter than the widest conv.
+// (n not a multiple of the 64-token tiles), sequences shorter than the widest conv, and
+// sequences of several 64-token chunks (the convolution backward's walks).
 
 #include <string>
 #include <vector>
@@ -46,7 +47,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"mlp_tail_shortT", 3, 7, 8, 4, 1, 100, true, false, true},
                       Case{"mlp_nogs", 1, 20, 16, 4, 2, 48, true, false, false},
                       Case{"mhc", 2, 9, 4, 4, 4, 72, false, true, true},
-                      Case{"wide_k8_N32", 1, 17, 32, 8, 2, 264, false, false, true}),
+                      Case{"wide_k8_N32", 1, 17, 32, 8, 2, 264, false, false, true},
+                      Case{"mlp_C512", 2, 64, 16, 4, 2, 512, true, false, true},
+                      Case{"mlp_conv_chunks", 2, 150, 16, 4, 2, 40, true, false, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

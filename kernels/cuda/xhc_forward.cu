@@ -1,18 +1,22 @@
-// Forward kernels of the xHC sublayer (model-spec 4.2), the paper's two-stage fused design:
-//   mapping generation   proj_kernel<false>: one pass over each token's N*C bf16 state giving
-//                        LayerNorm + RMS statistics and the router + read-map projections;
-//                        the normalisations are applied AFTER the projection (ln(x).w =
-//                        rstd_ln (x.w - mean sum(w)), rms(x).w = rstd x.w), then the
-//                        sigmoids and fixed + top-(k-m) selection, all in the epilogue;
-//                        proj_kernel<true>: gather of the active streams with their RMS and
-//                        the joint res/post projection, then Sinkhorn per token.
-//                        Weights are float32 and reused by kTM tokens per block (the
-//                        projection is a thin GEMM: weights come from L2 once per 16 tokens).
+// Forward kernels of the xHC sublayer (model-spec 4.2), the paper's two-stage design:
+//   mapping generation   the projections are thin GEMMs (tokens x N*C against N*C x 2N, and
+//                        tokens x k*C against k*C x Q) on the tensor cores through cuBLAS:
+//                        the float32 weights are split into bf16 hi + lo rows
+//                        (split_rows_kernel), so bf16 x bf16 products with float32
+//                        accumulation keep float32 accuracy. state_stats_kernel gives the
+//                        LayerNorm / RMS statistics in one read of the state; the
+//                        normalisations are applied AFTER the projection in maps_kernel
+//                        (ln(x).w = rstd_ln (x.w - mean sum(w)), rms(x).w = rstd x.w) with
+//                        the sigmoids and the fixed + top-(k-m) selection.
+//                        gather_active_kernel copies the active streams (and their RMS) for
+//                        the second GEMM; sinkhorn_maps_kernel: Sinkhorn per token.
 //   mapping application  read_mix_kernel: dense read u = sum_i hpre_i X_i fused with the
 //                        active mixing Hres . Xa (written in place into X's active streams);
 //                        conv_gs_kernel: the r causal depthwise convolutions + Gram-Schmidt;
 //                        post_kernel<K>: X[idx_j] += p_j sum_r Hpost[j][r] aug_r, consuming
 //                        out and the conv outputs directly (no stacked (n,K,C) tensor).
+
+#include <cublas_v2.h>
 
 #include <cstdio>
 
@@ -22,154 +26,150 @@ namespace xhc::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kTM = 16;        // tokens per projection block
-constexpr int kTD = 64;        // reduction tile; kTM * kTD == 4 * kThreads
-constexpr int kMaxRows = 96;   // 2N (N <= 32) or Q = k*k + k*K (k <= 8, K <= 4)
-constexpr int kAcc = kTM * kMaxRows / kThreads;  // outputs per thread
+constexpr int kMaxRows = 96;  // Q = k*k + k*K (k <= 8, K <= 4)
 
-struct ProjOut {
-  float sum[kTM], sq[kTM];
-};
-
-// Rows of the projection: stage 1 (kActive = false) rows 0..N-1 router, N..2N-1 read map,
-// over the full state (D = N*C); stage 2 rows 0..k*k-1 res, then k*K post, over Xa (k*C).
-template <bool kActive>
+// Per token: sum and sum of squares of the N*C state (16-byte loads when rows allow), then
+// mean, rstd_ln and rstd into stats[0..2]. V = 8 needs D % 8 == 0 (every row 16-byte aligned).
+template <int V>
 __global__ void __launch_bounds__(kThreads)
-    proj_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X, XhcDevCache c) {
-  __shared__ float xs[kTM][kTD];
-  __shared__ float ws[kMaxRows][kTD + 1];  // +1: rows read by consecutive lanes, no conflicts
-  __shared__ float proj[kTM][kMaxRows];
-  __shared__ float red_sum[kTM][2], red_sq[kTM][2];
-  __shared__ int sidx[kTM][kMaxActive];
-  const long n = s.tokens();
-  const long tok0 = static_cast<long>(blockIdx.x) * kTM;
-  const int N = s.N, C = s.C, k = s.k, D = s.D();
-  const int L = kActive ? s.Da() : D;           // reduction length
-  const int R = kActive ? s.Q() : 2 * N;        // output rows
-  const int kk = k * k;
-  if (kActive) {
-    for (int e = threadIdx.x; e < kTM * k; e += kThreads) {
-      const int tm = e / k, j = e % k;
-      sidx[tm][j] = (tok0 + tm < n) ? c.idx[(tok0 + tm) * k + j] : 0;
-    }
-    __syncthreads();
+    state_stats_kernel(XhcShape s, const bf16_t* __restrict__ X, XhcDevCache c) {
+  __shared__ float red[32];
+  const long tok = blockIdx.x;
+  const int D = s.D();
+  const bf16_t* x = X + tok * D;
+  float sum = 0.f, sq = 0.f;
+  for (int e = threadIdx.x * V; e < D; e += kThreads * V) {
+    float v[V];
+    load_v<V>(x + e, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) sum += v[i], sq += v[i] * v[i];
   }
-  float acc[kAcc], psum[4], psq[4];
-#pragma unroll
-  for (int q = 0; q < kAcc; ++q) acc[q] = 0.f;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) psum[q] = psq[q] = 0.f;
-  for (int d0 = 0; d0 < L; d0 += kTD) {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {  // element el belongs to token el / kTD = tid/64 + 4q
-      const int el = threadIdx.x + q * kThreads, tm = el / kTD, dd = el % kTD;
-      const long tok = tok0 + tm;
-      const int e = d0 + dd;
-      float v = 0.f;
-      if (tok < n && e < L) {
-        v = kActive ? ld(X + tok * D + static_cast<long>(sidx[tm][e / C]) * C + e % C)
-                    : ld(X + tok * D + e);
-      }
-      xs[tm][dd] = v;
-      psum[q] += v;
-      psq[q] += v * v;
-    }
-    for (int el = threadIdx.x; el < R * kTD; el += kThreads) {
-      const int row = el / kTD, dd = el % kTD, e = d0 + dd;
-      const float* W;
-      int wr;
-      if (kActive) {
-        W = row < kk ? P.res_weight : P.post_weight;
-        wr = row < kk ? row : row - kk;
-      } else {
-        W = row < N ? P.router_weight : P.pre_weight;
-        wr = row < N ? row : row - N;
-      }
-      ws[row][dd] = (W != nullptr && e < L) ? W[static_cast<long>(wr) * L + e] : 0.f;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int q = 0; q < kAcc; ++q) {
-      const int o = threadIdx.x + q * kThreads;
-      if (o < kTM * R) {
-        const int tm = o / R, row = o % R;
-        float a = 0.f;
-#pragma unroll 16
-        for (int dd = 0; dd < kTD; ++dd) a += xs[tm][dd] * ws[row][dd];
-        acc[q] += a;
-      }
-    }
-    __syncthreads();
+  sum = block_sum(sum, red);
+  sq = block_sum(sq, red);
+  if (threadIdx.x != 0) return;
+  const float mean = sum / D;
+  const float var = fmaxf(sq / D - mean * mean, 0.f);  // state is near zero-mean
+  float* st4 = c.stats + tok * 4;
+  st4[0] = mean, st4[1] = rsqrtf(var + 1e-6f), st4[2] = rsqrtf(sq / D + 1e-6f);
+}
+
+// Splits float32 weight rows into bf16 hi and lo parts, w = hi + lo to ~16 significant bits:
+// rows [0, R0) from W0 (zeros when W0 is null: mhc has no router), [R0, R0 + R1) from W1,
+// hi rows at out[0, R), lo rows at out[R, 2R). With bf16 operands both products are exact in
+// float32, so the tensor-core GEMM x . [hi; lo]^T summed pairwise is float32-accurate.
+__global__ void split_rows_kernel(const float* __restrict__ W0, int R0,
+                                  const float* __restrict__ W1, int R1, long L, bf16_t* out) {
+  const long R = R0 + R1, total = R * L;
+  for (long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<long>(gridDim.x) * blockDim.x) {
+    const long row = e / L, col = e % L;
+    const float w = row < R0 ? (W0 ? W0[row * L + col] : 0.f) : W1[(row - R0) * L + col];
+    const __nv_bfloat16 hi = __float2bfloat16(w);
+    *reinterpret_cast<__nv_bfloat16*>(out + e) = hi;
+    st(out + total + e, w - __bfloat162float(hi));
   }
-#pragma unroll
-  for (int q = 0; q < kAcc; ++q) {
-    const int o = threadIdx.x + q * kThreads;
-    if (o < kTM * R) proj[o / R][o % R] = acc[q];
+}
+
+// out (n, 2R) float32 row-major = A (n, L) bf16 row-major (leading dimension lda) times the
+// split weights (2R, L)^T: column r + column R + r is the float32 projection on row r.
+int SplitGemm(cublasHandle_t h, cudaStream_t st, const bf16_t* A, long lda, const bf16_t* w,
+              int R, int L, long n, float* out) {
+  cublasStatus_t e = cublasSetStream(h, st);
+  if (e != CUBLAS_STATUS_SUCCESS) return kXhcErrCublasBase + static_cast<int>(e);
+  const float one = 1.f, zero = 0.f;
+  // Column-major: out^T (2R x n) = w (2R x L, stored as L x 2R: op T) . A^T (L x n).
+  e = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2 * R, static_cast<int>(n), L, &one, w,
+                   CUDA_R_16BF, L, A, CUDA_R_16BF, static_cast<int>(lda), &zero, out,
+                   CUDA_R_32F, 2 * R, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  return e == CUBLAS_STATUS_SUCCESS ? 0 : kXhcErrCublasBase + static_cast<int>(e);
+}
+
+// One thread per token: the router and read-map projections from the split GEMM, the
+// normalisations applied after the projection (ln(x).w = rstd_ln (x.w - mean sum(w)),
+// rms(x).w = rstd x.w), the sigmoids and the fixed + top-(k-m) selection.
+__global__ void maps_kernel(XhcShape s, XhcDevParams P, const float* __restrict__ g,
+                            XhcDevCache c) {
+  const long tok = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (tok >= s.tokens()) return;
+  const int N = s.N, k = s.k;
+  const float* o = g + tok * 4 * N;  // hi: router N, pre N; then lo: router N, pre N
+  const float* st4 = c.stats + tok * 4;
+  const float mean = st4[0], rstd_ln = st4[1], rstd = st4[2];
+  float sv[kMaxStreams];
+  for (int i = 0; i < N; ++i) {
+    float si = 0.f, pr = 0.f;
+    if (s.has_router) {
+      pr = o[i] + o[2 * N + i];
+      si = sigmoidf_(rstd_ln * (pr - mean * c.wsum[i]) + P.router_bias[i]);
+    }
+    sv[i] = si;
+    c.s[tok * N + i] = si;
+    c.proj[tok * 2 * N + i] = pr;
+    const float pp = o[N + i] + o[3 * N + i];
+    c.proj[tok * 2 * N + N + i] = pp;
+    c.hpre[tok * N + i] = sigmoidf_(P.pre_alpha[0] * rstd * pp + P.pre_bias[i]);
   }
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float a = warp_sum(psum[q]), b = warp_sum(psq[q]);
-    if ((threadIdx.x & 31) == 0) {
-      const int tm = threadIdx.x / kTD + 4 * q, half = (threadIdx.x / 32) & 1;
-      red_sum[tm][half] = a;
-      red_sq[tm][half] = b;
-    }
-  }
-  __syncthreads();
-  const int tm = threadIdx.x;
-  if (tm >= kTM || tok0 + tm >= n) return;
-  const long tok = tok0 + tm;
-  const float sum = red_sum[tm][0] + red_sum[tm][1], sq = red_sq[tm][0] + red_sq[tm][1];
-  if (!kActive) {
-    const float mean = sum / D;
-    const float var = fmaxf(sq / D - mean * mean, 0.f);  // state is near zero-mean
-    const float rstd_ln = rsqrtf(var + 1e-6f), rstd = rsqrtf(sq / D + 1e-6f);
-    float* st4 = c.stats + tok * 4;
-    st4[0] = mean, st4[1] = rstd_ln, st4[2] = rstd;
-    float sv[kMaxStreams];
-    for (int i = 0; i < N; ++i) {
-      float si = 0.f, pr = 0.f;
-      if (s.has_router) {
-        pr = proj[tm][i];
-        si = sigmoidf_(rstd_ln * (pr - mean * c.wsum[i]) + P.router_bias[i]);
-      }
-      sv[i] = si;
-      c.s[tok * N + i] = si;
-      c.proj[tok * 2 * N + i] = pr;
-      const float pp = proj[tm][N + i];
-      c.proj[tok * 2 * N + N + i] = pp;
-      c.hpre[tok * N + i] = sigmoidf_(P.pre_alpha[0] * rstd * pp + P.pre_bias[i]);
-    }
-    int* idx = c.idx + tok * k;
-    float* p = c.p + tok * k;
-    if (!s.has_router) {
-      for (int j = 0; j < k; ++j) idx[j] = j, p[j] = 1.f;
-      return;
-    }
-    unsigned taken = 0;
-    for (int j = 0; j < s.m; ++j) idx[j] = j, p[j] = 1.f;
-    for (int j = s.m; j < k; ++j) {  // highest s first; ties to the lower stream index
-      int best = -1;
-      for (int i = s.m; i < N; ++i) {
-        if (taken & (1u << i)) continue;
-        if (best < 0 || sv[i] > sv[best]) best = i;
-      }
-      taken |= 1u << best;
-      idx[j] = best;
-      p[j] = sv[best];
-    }
+  int* idx = c.idx + tok * k;
+  float* p = c.p + tok * k;
+  if (!s.has_router) {
+    for (int j = 0; j < k; ++j) idx[j] = j, p[j] = 1.f;
     return;
   }
-  const int Q = R, K = s.K;
-  const float rstd_a = rsqrtf(sq / L + 1e-6f);
-  c.stats[tok * 4 + 3] = rstd_a;
+  unsigned taken = 0;
+  for (int j = 0; j < s.m; ++j) idx[j] = j, p[j] = 1.f;
+  for (int j = s.m; j < k; ++j) {  // highest s first; ties to the lower stream index
+    int best = -1;
+    for (int i = s.m; i < N; ++i) {
+      if (taken & (1u << i)) continue;
+      if (best < 0 || sv[i] > sv[best]) best = i;
+    }
+    taken |= 1u << best;
+    idx[j] = best;
+    p[j] = sv[best];
+  }
+}
+
+// One block per token: Xa = the k active streams of X (before the mixing) into c.xa, which
+// the res / post GEMM reads contiguously, and rstd_a = rms(Xa)^-1 into stats[3].
+template <int V>
+__global__ void __launch_bounds__(kThreads)
+    gather_active_kernel(XhcShape s, const bf16_t* __restrict__ X, XhcDevCache c) {
+  __shared__ float red[32];
+  __shared__ int idx[kMaxActive];
+  const long tok = blockIdx.x;
+  const int k = s.k, C = s.C, Da = s.Da();
+  if (threadIdx.x < k) idx[threadIdx.x] = c.idx[tok * k + threadIdx.x];
+  __syncthreads();
+  float sq = 0.f;
+  for (int e = threadIdx.x * V; e < Da; e += kThreads * V) {  // V divides C: no straddle
+    const int j = e / C, ch = e % C;
+    float v[V];
+    load_v<V>(X + tok * s.D() + static_cast<long>(idx[j]) * C + ch, v);
+    store_v<V>(c.xa + tok * Da + e, v);  // exact: the values are bf16 already
+#pragma unroll
+    for (int i = 0; i < V; ++i) sq += v[i] * v[i];
+  }
+  sq = block_sum(sq, red);
+  if (threadIdx.x == 0) c.stats[tok * 4 + 3] = rsqrtf(sq / Da + 1e-6f);
+}
+
+// One thread per token: res / post maps from the split GEMM, Sinkhorn, 2 sigmoid.
+__global__ void sinkhorn_maps_kernel(XhcShape s, XhcDevParams P, const float* __restrict__ g,
+                                     XhcDevCache c) {
+  const long tok = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (tok >= s.tokens()) return;
+  const int k = s.k, kk = k * k, Q = s.Q(), K = s.K;
+  const float* o = g + tok * 2 * Q;
+  const float rstd_a = c.stats[tok * 4 + 3];
   float z[kMaxActive * kMaxActive], h[kMaxActive * kMaxActive];
-  for (int q = 0; q < Q; ++q) c.map_raw[tok * Q + q] = proj[tm][q];
-  for (int q = 0; q < kk; ++q) z[q] = P.res_alpha[0] * rstd_a * proj[tm][q] + P.res_bias[q];
+  for (int q = 0; q < Q; ++q) c.map_raw[tok * Q + q] = o[q] + o[Q + q];
+  for (int q = 0; q < kk; ++q) {
+    z[q] = P.res_alpha[0] * rstd_a * (o[q] + o[Q + q]) + P.res_bias[q];
+  }
   sinkhorn_forward(k, s.sinkhorn_iters, z, h);
   for (int q = 0; q < kk; ++q) c.hres[tok * kk + q] = h[q];
   for (int q = 0; q < k * K; ++q) {
-    const float zp = P.post_alpha[0] * rstd_a * proj[tm][kk + q] + P.post_bias[q];
+    const float zp = P.post_alpha[0] * rstd_a * (o[kk + q] + o[Q + kk + q]) + P.post_bias[q];
     c.hpost[tok * k * K + q] = 2.f * sigmoidf_(zp);
   }
 }
@@ -335,7 +335,7 @@ int XhcCheckShape(const XhcShape& s) {
                   (s.has_router || s.k == s.N);
   if (!ok) return kXhcErrInvalidArgument;
   for (int j = 0; j < s.r; ++j) {
-    if (s.kernels[j] < 1) return kXhcErrInvalidArgument;
+    if (s.kernels[j] < 1 || s.kernels[j] > kMaxTap) return kXhcErrInvalidArgument;
   }
   return 0;
 }
@@ -365,8 +365,13 @@ static void CacheSizes(const XhcShape& s, size_t* sz) {
   sz[i++] = n * C * f;            // dout_f
   sz[i++] = n * k * C * h;        // xa
   sz[i++] = n * coef_cols * h;    // coef
+  sz[i++] = std::max<size_t>(4 * N * N * C, 2 * Q * k * C) * h;  // wsplit
+  sz[i++] = n * std::max<size_t>(4 * N, 2 * Q) * f;              // gemm_out
+  size_t taps = 0;
+  for (int j = 0; j < s.r; ++j) taps += s.kernels[j];
+  sz[i++] = size_t(s.B) * ((s.T + kConvChunk - 1) / kConvChunk) * taps * C * f;  // conv_part
 }
-constexpr int kCacheArrays = 19;
+constexpr int kCacheArrays = 22;
 
 size_t XhcCacheBytes(const XhcShape& s) {
   size_t sz[kCacheArrays], total = 0;
@@ -405,22 +410,49 @@ int XhcCacheCarve(const XhcShape& s, void* base, XhcDevCache* c) {
   c->dout_f = static_cast<float*>(slot[i++]);
   c->xa = static_cast<bf16_t*>(slot[i++]);
   c->coef = static_cast<bf16_t*>(slot[i++]);
+  c->wsplit = static_cast<bf16_t*>(slot[i++]);
+  c->gemm_out = static_cast<float*>(slot[i++]);
+  c->conv_part = static_cast<float*>(slot[i++]);
   return 0;
 }
 
 int XhcPreLaunch(const XhcShape& s, const XhcDevParams& P, bf16_t* X, bf16_t* u,
-                 XhcDevCache* c, void* stream) {
+                 XhcDevCache* c, void* cublas, void* stream) {
   XHC_TRY(XhcCheckShape(s));
   cudaStream_t st = as_stream(stream);
+  cublasHandle_t h = static_cast<cublasHandle_t>(cublas);
   const long n = s.tokens();
+  const int N = s.N, D = s.D(), Q = s.Q(), Da = s.Da(), kk = s.k * s.k;
+  const int per_token = ceil_div(n, 128);
   if (s.has_router) {
-    row_sum_kernel<<<s.N, kThreads, 0, st>>>(P.router_weight, s.D(), c->wsum);
+    row_sum_kernel<<<N, kThreads, 0, st>>>(P.router_weight, D, c->wsum);
     XHC_LAUNCH_CHECK();
   }
-  const int blocks = ceil_div(n, kTM);
-  proj_kernel<false><<<blocks, kThreads, 0, st>>>(s, P, X, *c);
+  // Stage 1: statistics, then router + read-map projections of the full state.
+  if (D % 8 == 0) {
+    state_stats_kernel<8><<<n, kThreads, 0, st>>>(s, X, *c);
+  } else {
+    state_stats_kernel<1><<<n, kThreads, 0, st>>>(s, X, *c);
+  }
   XHC_LAUNCH_CHECK();
-  proj_kernel<true><<<blocks, kThreads, 0, st>>>(s, P, X, *c);
+  split_rows_kernel<<<std::min(ceil_div(2L * N * D, kThreads), 4096), kThreads, 0, st>>>(
+      s.has_router ? P.router_weight : nullptr, N, P.pre_weight, N, D, c->wsplit);
+  XHC_LAUNCH_CHECK();
+  XHC_TRY(SplitGemm(h, st, X, D, c->wsplit, 2 * N, D, n, c->gemm_out));
+  maps_kernel<<<per_token, 128, 0, st>>>(s, P, c->gemm_out, *c);
+  XHC_LAUNCH_CHECK();
+  // Stage 2: the active streams (before the mixing), res + post projections, Sinkhorn.
+  if (s.C % 8 == 0) {
+    gather_active_kernel<8><<<n, kThreads, 0, st>>>(s, X, *c);
+  } else {
+    gather_active_kernel<1><<<n, kThreads, 0, st>>>(s, X, *c);
+  }
+  XHC_LAUNCH_CHECK();
+  split_rows_kernel<<<std::min(ceil_div(long(Q) * Da, kThreads), 4096), kThreads, 0, st>>>(
+      P.res_weight, kk, P.post_weight, Q - kk, Da, c->wsplit);
+  XHC_LAUNCH_CHECK();
+  XHC_TRY(SplitGemm(h, st, c->xa, Da, c->wsplit, Q, Da, n, c->gemm_out));
+  sinkhorn_maps_kernel<<<per_token, 128, 0, st>>>(s, P, c->gemm_out, *c);
   XHC_LAUNCH_CHECK();
   if (s.C % 8 == 0) {
     read_mix_kernel<8><<<n, kThreads, 0, st>>>(s, X, u, *c);

@@ -81,6 +81,7 @@ int RunCorrectness() {
   add(2, 9, 4, 4, 4, 72, false, true, true);
   add(1, 17, 32, 8, 2, 264, false, false, true);
   add(2, 64, 16, 4, 2, 512, true, false, true);
+  add(2, 150, 16, 4, 2, 40, true, false, true);  // 3 conv chunks per sequence, token tails
   std::vector<check::Result> all;
   for (const auto& c : cases) {
     for (auto& r : check::CheckXhc(c, 1)) all.push_back(r);
@@ -186,7 +187,7 @@ void Bench() {
   // Modelled bytes: the minimum traffic of each launch's algorithm (bf16 state = 2 B).
   std::vector<Row> rows;
   rows.push_back({"pre (maps+select+gather+Sinkhorn+read+mix)",
-                  TimeMs([&] { TRY(XhcPreLaunch(s, P, X, u, &cache, nullptr)); }, reps),
+                  TimeMs([&] { TRY(XhcPreLaunch(s, P, X, u, &cache, blas, nullptr)); }, reps),
                   n * 2 * (2 * N * C + k * C + C + k * C)});
   rows.push_back({"post K=1 (attention)",
                   TimeMs([&] { TRY(XhcPostLaunch(s1, P, out, X, &cache, nullptr)); }, reps),

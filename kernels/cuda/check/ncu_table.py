@@ -18,9 +18,13 @@ def main(path):
 
     def num(r, name):
         v = r[col[name]].replace(",", "")
-        scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "byte": 1.0,
-                 "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}.get(units[col[name]], 1.0)
-        return float(v) * scale if v else 0.0
+        # Durations to ms, sizes to bytes; ncu writes "ns"/"us"/"ms" (older: "nsecond").
+        scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0,
+                 "msecond": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
+        unit = units[col[name]]
+        if unit not in scale:
+            raise SystemExit(f"ncu_table: unknown unit {unit!r} of {name}")
+        return float(v) * scale[unit] if v else 0.0
 
     by = {}
     order = []

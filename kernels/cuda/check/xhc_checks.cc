@@ -159,7 +159,7 @@ std::vector<Result> CheckXhc(const XhcCase& cs, uint64_t seed) {
   void* blas = nullptr;
   if (err == 0) err = XhcCacheCarve(s, cache_d.as<void>(), &dc);
   if (err == 0) err = CublasCreate(&blas);
-  if (err == 0) err = XhcPreLaunch(s, DP, dX.as<bf16_t>(), u_d.as<bf16_t>(), &dc, nullptr);
+  if (err == 0) err = XhcPreLaunch(s, DP, dX.as<bf16_t>(), u_d.as<bf16_t>(), &dc, blas, nullptr);
   if (err == 0) err = XhcPostLaunch(s, DP, out_d.as<bf16_t>(), dX.as<bf16_t>(), &dc, nullptr);
   if (err == 0) err = Synchronize();
   if (err) {
