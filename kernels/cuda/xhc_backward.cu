@@ -197,6 +197,7 @@ __global__ void conv_input_grad_kernel(XhcShape s, XhcDevParams P, XhcDevCache c
     }
   }
   const long base = static_cast<long>(b) * T;
+#pragma unroll 4  // independent loads of several tokens in flight
   for (int t = min(T - 1, t1 - 1 + widest - 1); t >= t0; --t) {
     const long tok = base + t;
     float acc = 0.f;
@@ -237,6 +238,7 @@ __global__ void conv_weight_part_kernel(XhcShape s, const bf16_t* __restrict__ o
     for (int j = 0; j < kMaxK - 1; ++j) acc[j][tau] = 0.f;
   }
   const long base = static_cast<long>(b) * T;
+#pragma unroll 4  // independent loads of several tokens in flight
   for (int t = max(0, t0 - (widest - 1)); t < t1; ++t) {
     const long tok = base + t;
 #pragma unroll
@@ -276,6 +278,8 @@ __global__ void conv_weight_reduce_kernel(XhcShape s, XhcDevCache c, XhcDevGrads
   G.conv_weight[j][static_cast<long>(tap) * C + e % C] += a;
 }
 
+// V = 8: 16-byte loads (C % 8 == 0), every stream's load of a channel group in flight at once.
+template <int V>
 __global__ void __launch_bounds__(kThreads)
     input_stats_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
                        const bf16_t* __restrict__ du, XhcDevCache c) {
@@ -285,11 +289,16 @@ __global__ void __launch_bounds__(kThreads)
   float acc[kMaxStreams];
 #pragma unroll
   for (int i = 0; i < kMaxStreams; ++i) acc[i] = 0.f;
-  for (int ch = threadIdx.x; ch < C; ch += kThreads) {
-    const float g = ld(du + tok * C + ch);
+  for (int ch = threadIdx.x * V; ch < C; ch += kThreads * V) {
+    float g[V];
+    load_v<V>(du + tok * C + ch, g);
 #pragma unroll
     for (int i = 0; i < kMaxStreams; ++i) {
-      if (i < N) acc[i] += g * ld(X_in + tok * D + static_cast<long>(i) * C + ch);
+      if (i >= N) continue;
+      float x[V];
+      load_v<V>(X_in + tok * D + static_cast<long>(i) * C + ch, x);
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[i] += g[e] * x[e];
     }
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -465,10 +474,10 @@ __device__ __forceinline__ void store4(bf16_t* p, bool vec, int valid, const flo
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     input_active_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
                         bf16_t* dX, XhcDevCache c) {
-  __shared__ __align__(16) float dzT[kTileQ][kTileT];    // [row][token], alpha folded in
+  __shared__ __align__(16) float dzT[kTileQ][kTileT + 4];  // [row][token], alpha folded in
   __shared__ __align__(16) float wt[kTileQ][4][kTileC];  // [row][slot][channel]
   const int k = s.k, kk = k * k, Q = s.Q(), C = s.C, Da = s.Da();
   const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.x) * kTileT;
@@ -484,8 +493,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int b = 0; b < 4; ++b) g[a][j][b] = 0.f;
   for (int q0 = 0; q0 < Q; q0 += kTileQ) {
     __syncthreads();  // the previous rows are no longer read
-    for (int e = threadIdx.x; e < kTileQ * kTileT; e += kThreads) {
-      const int qq = e / kTileT, t = e % kTileT, q = q0 + qq;
+    for (int e = threadIdx.x; e < kTileQ * kTileT; e += kThreads) {  // rows fastest: coalesced
+      const int t = e / kTileQ, qq = e % kTileQ, q = q0 + qq;
       const long tok = tok0 + t;
       dzT[qq][t] = (q < Q && tok < n) ? (q < kk ? ar : ap) * c.dz_map[tok * Q + q] : 0.f;
     }
@@ -559,15 +568,16 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     input_dense_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
                        const bf16_t* __restrict__ du, bf16_t* dX, XhcDevCache c) {
-  __shared__ __align__(16) float dzT[2 * kMaxStreams][kTileT];  // [row][token]
-  __shared__ __align__(16) float wt[2 * kMaxStreams][kTileC];   // [row][channel]
-  const int N = s.N, C = s.C, R = 2 * N, i = blockIdx.y;
+  // [row][token], rows [0, N) router (zero without one), [N, 2N) read map scaled by
+  // alpha_pre; padded by 4 so the transposing stores below hit 8 banks, not 1.
+  __shared__ __align__(16) float dzT[2 * kMaxStreams][kTileT + 4];
+  __shared__ __align__(16) float wt[2 * kMaxStreams][kTileC];  // [row][channel], stream i
+  const int N = s.N, C = s.C, R = 2 * N;
   const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.x) * kTileT;
-  const int c0 = blockIdx.z * kTileC;
+  const int c0 = blockIdx.y * kTileC;
   const float alpha = P.pre_alpha[0];
-  // Rows [0, N): router (zero without one), [N, 2N): read map, scaled by alpha_pre.
-  for (int e = threadIdx.x; e < R * kTileT; e += kThreads) {
-    const int row = e / kTileT, t = e % kTileT;
+  for (int e = threadIdx.x; e < R * kTileT; e += kThreads) {  // row fastest: coalesced
+    const int t = e / R, row = e % R;
     const long tok = tok0 + t;
     float v = 0.f;
     if (tok < n && (row >= N || s.has_router)) {
@@ -575,67 +585,70 @@ __global__ void __launch_bounds__(kThreads)
     }
     dzT[row][t] = v;
   }
-  for (int e = threadIdx.x; e < R * kTileC; e += kThreads) {
-    const int row = e / kTileC, b = e % kTileC, ch = c0 + b;
-    const long col = static_cast<long>(i) * C + ch;
-    float v = 0.f;
-    if (ch < C) {
-      if (row >= N) {
-        v = P.pre_weight[(row - N) * D + col];
-      } else if (s.has_router) {
-        v = P.router_weight[row * D + col];
-      }
-    }
-    wt[row][b] = v;
-  }
-  __syncthreads();
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  float gln[4][4], gy[4][4];
-#pragma unroll
-  for (int a = 0; a < 4; ++a)
-#pragma unroll
-    for (int b = 0; b < 4; ++b) gln[a][b] = gy[a][b] = 0.f;
-  for (int row = 0; row < N; ++row) {
-    const float4 d = *reinterpret_cast<const float4*>(&dzT[row][4 * ty]);
-    const float4 w = *reinterpret_cast<const float4*>(&wt[row][4 * tx]);
-    const float4 dp = *reinterpret_cast<const float4*>(&dzT[N + row][4 * ty]);
-    const float4 wp = *reinterpret_cast<const float4*>(&wt[N + row][4 * tx]);
-    const float dv[4] = {d.x, d.y, d.z, d.w}, wv[4] = {w.x, w.y, w.z, w.w};
-    const float dpv[4] = {dp.x, dp.y, dp.z, dp.w}, wpv[4] = {wp.x, wp.y, wp.z, wp.w};
+  const int ch = c0 + 4 * tx;
+  const int valid = min(4, C - ch);
+  const bool vec = (C % 4 == 0);
+  for (int i = 0; i < N; ++i) {
+    __syncthreads();  // dzT written (first stream) / the previous stream's wt no longer read
+    for (int e = threadIdx.x; e < R * kTileC; e += kThreads) {
+      const int row = e / kTileC, b = e % kTileC;
+      const long col = static_cast<long>(i) * C + c0 + b;
+      float v = 0.f;
+      if (c0 + b < C) {
+        if (row >= N) {
+          v = P.pre_weight[(row - N) * D + col];
+        } else if (s.has_router) {
+          v = P.router_weight[row * D + col];
+        }
+      }
+      wt[row][b] = v;
+    }
+    __syncthreads();
+    float gln[4][4], gy[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
 #pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        gln[a][b] += dv[a] * wv[b];
-        gy[a][b] += dpv[a] * wpv[b];
-      }
-  }
-  const int ch = c0 + 4 * tx;
-  if (ch >= C) return;
-  const int valid = min(4, C - ch);
-  const bool vec = (C % 4 == 0);
+      for (int b = 0; b < 4; ++b) gln[a][b] = gy[a][b] = 0.f;
+    for (int row = 0; row < N; ++row) {
+      const float4 d = *reinterpret_cast<const float4*>(&dzT[row][4 * ty]);
+      const float4 w = *reinterpret_cast<const float4*>(&wt[row][4 * tx]);
+      const float4 dp = *reinterpret_cast<const float4*>(&dzT[N + row][4 * ty]);
+      const float4 wp = *reinterpret_cast<const float4*>(&wt[N + row][4 * tx]);
+      const float dv[4] = {d.x, d.y, d.z, d.w}, wv[4] = {w.x, w.y, w.z, w.w};
+      const float dpv[4] = {dp.x, dp.y, dp.z, dp.w}, wpv[4] = {wp.x, wp.y, wp.z, wp.w};
 #pragma unroll
-  for (int a = 0; a < 4; ++a) {
-    const long tok = tok0 + 4 * ty + a;
-    if (tok >= n) break;
-    const float* st4 = c.stats + tok * 4;
-    const float* cr = c.corr + tok * 4;
-    const float mean = st4[0], rstd_ln = st4[1], rstd = st4[2];
-    const float hp = c.hpre[tok * N + i];
-    const long e = tok * D + static_cast<long>(i) * C + ch;
-    float x[4], d[4], g[4];
-    load4(X_in + e, vec, valid, x);
-    load4(dX + e, vec, valid, d);
-    load4(du + tok * C + ch, vec, valid, g);
+      for (int a = 0; a < 4; ++a)
 #pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      d[b] += hp * g[b] + rstd * (gy[a][b] - x[b] * rstd * cr[0]);
-      if (s.has_router) {
-        const float ln = (x[b] - mean) * rstd_ln;
-        d[b] += rstd_ln * (gln[a][b] - cr[1] - ln * cr[2]);
-      }
+        for (int b = 0; b < 4; ++b) {
+          gln[a][b] += dv[a] * wv[b];
+          gy[a][b] += dpv[a] * wpv[b];
+        }
     }
-    store4(dX + e, vec, valid, d);
+    if (ch >= C) continue;
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const long tok = tok0 + 4 * ty + a;
+      if (tok >= n) break;
+      const float* st4 = c.stats + tok * 4;
+      const float* cr = c.corr + tok * 4;
+      const float mean = st4[0], rstd_ln = st4[1], rstd = st4[2];
+      const float hp = c.hpre[tok * N + i];
+      const long e = tok * D + static_cast<long>(i) * C + ch;
+      float x[4], d[4], g[4];
+      load4(X_in + e, vec, valid, x);
+      load4(dX + e, vec, valid, d);
+      load4(du + tok * C + ch, vec, valid, g);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        d[b] += hp * g[b] + rstd * (gy[a][b] - x[b] * rstd * cr[0]);
+        if (s.has_router) {
+          const float ln = (x[b] - mean) * rstd_ln;
+          d[b] += rstd_ln * (gln[a][b] - cr[1] - ln * cr[2]);
+        }
+      }
+      store4(dX + e, vec, valid, d);
+    }
   }
 }
 
@@ -653,20 +666,16 @@ __global__ void state_coef_kernel(XhcShape s, XhcDevParams P, XhcDevCache c, int
   }
 }
 
-// Gathers Xa (n, k, C) from X_in and the res / post coefficients alpha dz rstd_a.
-__global__ void active_coef_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
-                                   XhcDevCache c, int ldc) {
-  const long tok = blockIdx.x;
-  const int k = s.k, C = s.C, kk = k * k, Q = s.Q();
-  for (int e = threadIdx.x; e < k * C; e += blockDim.x) {
-    const int j = e / C, ch = e % C;
-    c.xa[tok * k * C + e] = X_in[tok * s.D() + static_cast<long>(c.idx[tok * k + j]) * C + ch];
-  }
-  const float ra = c.stats[tok * 4 + 3];
-  for (int q = threadIdx.x; q < Q; q += blockDim.x) {
-    const float alpha = q < kk ? P.res_alpha[0] : P.post_alpha[0];
-    st(c.coef + tok * ldc + q, alpha * c.dz_map[tok * Q + q] * ra);
-  }
+// The res / post GEMM coefficients alpha dz rstd_a, one thread per (token, row). Xa, the
+// GEMM's other operand, was gathered into c.xa by XhcPreLaunch.
+__global__ void active_coef_kernel(XhcShape s, XhcDevParams P, XhcDevCache c, int ldc) {
+  const int Q = s.Q(), kk = s.k * s.k;
+  const long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (e >= s.tokens() * Q) return;
+  const long tok = e / Q;
+  const int q = static_cast<int>(e % Q);
+  const float alpha = q < kk ? P.res_alpha[0] : P.post_alpha[0];
+  st(c.coef + tok * ldc + q, alpha * c.dz_map[e] * c.stats[tok * 4 + 3]);
 }
 
 // One block per scalar gradient, reducing over tokens in a fixed order (deterministic).
@@ -795,14 +804,18 @@ int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_
                            const bf16_t* du, bf16_t* dX, XhcDevCache* c, void* stream) {
   XHC_TRY(XhcCheckShape(s));
   cudaStream_t st = as_stream(stream);
-  input_stats_kernel<<<s.tokens(), kThreads, 0, st>>>(s, P, X_in, du, *c);
+  if (s.C % 8 == 0) {
+    input_stats_kernel<8><<<s.tokens(), kThreads, 0, st>>>(s, P, X_in, du, *c);
+  } else {
+    input_stats_kernel<1><<<s.tokens(), kThreads, 0, st>>>(s, P, X_in, du, *c);
+  }
   XHC_LAUNCH_CHECK();
   if (s.k <= 4) {
     input_active_kernel<<<dim3(ceil_div(s.tokens(), kTileT), ceil_div(s.C, kTileC)), kThreads,
                           0, st>>>(s, P, X_in, dX, *c);
     XHC_LAUNCH_CHECK();
-    input_dense_kernel<<<dim3(ceil_div(s.tokens(), kTileT), s.N, ceil_div(s.C, kTileC)),
-                         kThreads, 0, st>>>(s, P, X_in, du, dX, *c);
+    input_dense_kernel<<<dim3(ceil_div(s.tokens(), kTileT), ceil_div(s.C, kTileC)), kThreads,
+                         0, st>>>(s, P, X_in, du, dX, *c);
     XHC_LAUNCH_CHECK();
     return 0;
   }
@@ -837,7 +850,7 @@ int XhcBackwardWeightsLaunch(const XhcShape& s, const XhcDevParams& P, const bf1
                                                                              rowc, s.D());
     XHC_LAUNCH_CHECK();
   }
-  active_coef_kernel<<<n, kThreads, 0, st>>>(s, P, X_in, *c, ldc);
+  active_coef_kernel<<<ceil_div(n * Q, kThreads), kThreads, 0, st>>>(s, P, *c, ldc);
   XHC_LAUNCH_CHECK();
   XHC_TRY(GemmAccum(h, st, c->xa, c->coef, ldc, kk, s.Da(), n, G.res_weight));
   XHC_TRY(GemmAccum(h, st, c->xa, c->coef + kk, ldc, s.k * s.K, s.Da(), n, G.post_weight));

@@ -129,7 +129,8 @@ struct XhcDevCache {
   float* corr = nullptr;     // (n, 4) backward normalisation corrections
   float* dg = nullptr;       // (n, r, C) d loss / d conv outputs
   float* dout_f = nullptr;   // (n, C) direct part of d_out before the conv input-gradient
-  bf16_t* xa = nullptr;      // (n, k, C) gathered active streams (weight-gradient GEMM)
+  bf16_t* xa = nullptr;      // (n, k, C) active streams of X_in, gathered by XhcPreLaunch
+                             // for its res / post GEMM and read again by the weight gradient
   bf16_t* coef = nullptr;    // (n, max(2N, Q)) GEMM coefficients (weight gradients)
   bf16_t* wsplit = nullptr;  // (2 max(2N N C, Q k C)) bf16 hi / lo rows of the map weights
   float* gemm_out = nullptr; // (n, max(4N, 2Q)) the forward projections' GEMM output
@@ -155,7 +156,8 @@ int XhcBackwardOutLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t*
 // Input gradient, second half: dX (in dX_new, out d loss / d X_in) given du (n, C).
 int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
                            const bf16_t* du, bf16_t* dX, XhcDevCache* cache, void* stream);
-// Weight gradients (cuBLAS for the two big projections), accumulated into G.
+// Weight gradients (cuBLAS for the two big projections), accumulated into G. Reads
+// cache->xa as XhcPreLaunch left it.
 int XhcBackwardWeightsLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
                              const bf16_t* out, XhcDevCache* cache, const XhcDevGrads& G,
                              void* cublas, void* stream);

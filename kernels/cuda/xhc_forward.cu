@@ -239,13 +239,25 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float red[32];
   const long tok = blockIdx.x;
   const int t = static_cast<int>(tok % s.T), C = s.C, r = s.r;
+  int widest = 0;
+  for (int j = 0; j < r; ++j) widest = max(widest, s.kernels[j]);
   for (int ch = threadIdx.x; ch < C; ch += kThreads) {
-    v[ch] = ld(out + tok * C + ch);
-    for (int j = 0; j < r; ++j) {
+    // The kMaxTap previous rows of out, loaded all at once (the taps unrolled, so the loads
+    // are in flight together instead of one latency per tap), shared by the r branches.
+    float o[kMaxTap];
+#pragma unroll
+    for (int tau = 0; tau < kMaxTap; ++tau) {
+      o[tau] = tau < widest && tau <= t ? ld(out + (tok - tau) * C + ch) : 0.f;
+    }
+    v[ch] = o[0];
+#pragma unroll
+    for (int j = 0; j < kMaxK - 1; ++j) {
+      if (j >= r) continue;
       float g = 0.f;
       const float* w = P.conv_weight[j];
-      for (int tau = 0; tau < s.kernels[j] && tau <= t; ++tau) {
-        g += w[static_cast<long>(tau) * C + ch] * ld(out + (tok - tau) * C + ch);
+#pragma unroll
+      for (int tau = 0; tau < kMaxTap; ++tau) {
+        if (tau < s.kernels[j] && tau <= t) g += w[static_cast<long>(tau) * C + ch] * o[tau];
       }
       v[(j + 1) * C + ch] = g;
     }
