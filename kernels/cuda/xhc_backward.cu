@@ -197,7 +197,6 @@ __global__ void conv_input_grad_kernel(XhcShape s, XhcDevParams P, XhcDevCache c
     }
   }
   const long base = static_cast<long>(b) * T;
-#pragma unroll 4  // independent loads of several tokens in flight
   for (int t = min(T - 1, t1 - 1 + widest - 1); t >= t0; --t) {
     const long tok = base + t;
     float acc = 0.f;
@@ -238,7 +237,6 @@ __global__ void conv_weight_part_kernel(XhcShape s, const bf16_t* __restrict__ o
     for (int j = 0; j < kMaxK - 1; ++j) acc[j][tau] = 0.f;
   }
   const long base = static_cast<long>(b) * T;
-#pragma unroll 4  // independent loads of several tokens in flight
   for (int t = max(0, t0 - (widest - 1)); t < t1; ++t) {
     const long tok = base + t;
 #pragma unroll
