@@ -5,8 +5,9 @@
 //                          pass, d aug, then the Gram-Schmidt backward with the history
 //                          rebuilt from the stored coefficients (nothing (r,r,C) is ever
 //                          stored).
-//   sinkhorn_backward_kernel  one thread per token: the Sinkhorn backward, recomputing the
-//                          iterations on chip.
+//   sinkhorn_backward16_kernel  the Sinkhorn backward, recomputing the iterations on chip:
+//                          16 lanes per token for k <= 4 (sinkhorn_backward_kernel, one
+//                          thread per token, for larger k).
 //   conv_input_grad_kernel all r convolution branches' input gradients in one pass.
 //   input_stats_kernel     per token: read-map gradients (N dots with du) and the scalar
 //                          normalisation corrections, which follow from the cached raw
@@ -167,6 +168,57 @@ __global__ void sinkhorn_backward_kernel(XhcShape s, XhcDevParams P, XhcDevCache
   }
   sinkhorn_backward(k, s.sinkhorn_iters, z, dh, dz, hist);
   for (int q = 0; q < kk; ++q) dzm[q] = dz[q];
+}
+
+// k <= 4: the same backward with 16 lanes per token, lane l owning entry (l / 4, l % 4) of
+// the 4 x 4 matrix (entries outside k x k hold 0 and drop out of every sum). A row or column
+// sum is two shuffles among the lanes sharing it, so a token's 2 iters normalisation steps
+// cost a few instructions each instead of a serial k x k loop, and 16 x more threads run.
+// Each lane's history lives in shared memory at an odd stride (no bank conflicts).
+__global__ void sinkhorn_backward16_kernel(XhcShape s, XhcDevParams P, XhcDevCache c,
+                                           int stride) {
+  extern __shared__ float hist_all[];
+  const long tok = (blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x) >> 4;
+  const int l = threadIdx.x & 15, row = l >> 2, col = l & 3;
+  const int k = s.k, Q = s.Q(), steps = 2 * s.sinkhorn_iters;
+  const bool on = tok < s.tokens() && row < k && col < k;
+  const int q = row * k + col;
+  float* hist = hist_all + threadIdx.x * stride;
+  const float z = on ? P.res_alpha[0] * c.stats[tok * 4 + 3] * c.map_raw[tok * Q + q] +
+                           P.res_bias[q]
+                     : -INFINITY;
+  // The max and, among equal maxima, the lowest index (as the serial argmax picks).
+  float zmax = z;
+#pragma unroll
+  for (int o = 1; o < 16; o <<= 1) zmax = fmaxf(zmax, __shfl_xor_sync(0xffffffffu, zmax, o));
+  int amax = on && z == zmax ? q : 1 << 30;
+#pragma unroll
+  for (int o = 1; o < 16; o <<= 1) amax = min(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  float x = on ? expf(z - zmax) : 0.f;
+  hist[0] = x;
+  // Step s normalises columns when s is even (sum over rows: lanes 4 apart), rows when odd.
+  for (int st = 0; st < steps; ++st) {
+    const int o1 = st % 2 == 0 ? 4 : 1, o2 = 2 * o1;
+    float sum = x + __shfl_xor_sync(0xffffffffu, x, o1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, o2);
+    x *= 1.f / (sum + 1e-6f);
+    hist[st + 1] = x;
+  }
+  float grad = on ? c.dz_map[tok * Q + q] : 0.f;
+  for (int st = steps - 1; st >= 0; --st) {
+    const int o1 = st % 2 == 0 ? 4 : 1, o2 = 2 * o1;
+    const float xs = hist[st], gy = grad * hist[st + 1];
+    float sum = xs + __shfl_xor_sync(0xffffffffu, xs, o1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, o2);
+    float dot = gy + __shfl_xor_sync(0xffffffffu, gy, o1);
+    dot += __shfl_xor_sync(0xffffffffu, dot, o2);
+    grad = (grad - dot) * (1.f / (sum + 1e-6f));
+  }
+  float dz = on ? grad * hist[0] : 0.f, total = dz;
+#pragma unroll
+  for (int o = 1; o < 16; o <<= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+  if (q == amax) dz -= total;  // the max is a function of z too
+  if (on) c.dz_map[tok * Q + q] = dz;
 }
 
 // The causal convolutions' backward with each thread walking kConvChunk tokens of one
@@ -563,13 +615,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
+// RMAX >= 2N: the map rows the tiles are sized for (32 for N <= 16, else 64).
+template <int RMAX>
+__global__ void __launch_bounds__(kThreads, 2)
     input_dense_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
                        const bf16_t* __restrict__ du, bf16_t* dX, XhcDevCache c) {
   // [row][token], rows [0, N) router (zero without one), [N, 2N) read map scaled by
   // alpha_pre; padded by 4 so the transposing stores below hit 8 banks, not 1.
-  __shared__ __align__(16) float dzT[2 * kMaxStreams][kTileT + 4];
-  __shared__ __align__(16) float wt[2 * kMaxStreams][kTileC];  // [row][channel], stream i
+  __shared__ __align__(16) float dzT[RMAX][kTileT + 4];
+  __shared__ __align__(16) float wt[RMAX][kTileC];  // [row][channel], stream i
   const int N = s.N, C = s.C, R = 2 * N;
   const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.x) * kTileT;
   const int c0 = blockIdx.y * kTileC;
@@ -587,22 +641,36 @@ __global__ void __launch_bounds__(kThreads)
   const int ch = c0 + 4 * tx;
   const int valid = min(4, C - ch);
   const bool vec = (C % 4 == 0);
-  for (int i = 0; i < N; ++i) {
-    __syncthreads();  // dzT written (first stream) / the previous stream's wt no longer read
-    for (int e = threadIdx.x; e < R * kTileC; e += kThreads) {
-      const int row = e / kTileC, b = e % kTileC;
+  // Stream i's weight tile (R x kTileC) is fetched into registers while stream i - 1
+  // computes: RMAX / 4 values per thread.
+  constexpr int kW = RMAX * kTileC / kThreads;
+  float wnext[kW];
+  auto fetch = [&](int i) {
+#pragma unroll
+    for (int u = 0; u < kW; ++u) {
+      const int e = threadIdx.x + u * kThreads, row = e / kTileC, b = e % kTileC;
       const long col = static_cast<long>(i) * C + c0 + b;
       float v = 0.f;
-      if (c0 + b < C) {
+      if (row < R && c0 + b < C) {
         if (row >= N) {
           v = P.pre_weight[(row - N) * D + col];
         } else if (s.has_router) {
           v = P.router_weight[row * D + col];
         }
       }
-      wt[row][b] = v;
+      wnext[u] = v;
+    }
+  };
+  fetch(0);
+  for (int i = 0; i < N; ++i) {
+    __syncthreads();  // dzT written (first stream) / the previous stream's wt no longer read
+#pragma unroll
+    for (int u = 0; u < kW; ++u) {
+      const int e = threadIdx.x + u * kThreads;
+      if (e < R * kTileC) wt[e / kTileC][e % kTileC] = wnext[u];
     }
     __syncthreads();
+    if (i + 1 < N) fetch(i + 1);
     float gln[4][4], gy[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -624,28 +692,34 @@ __global__ void __launch_bounds__(kThreads)
         }
     }
     if (ch >= C) continue;
+    // All loads of the 4 tokens first, so they are in flight together (a store to dX could
+    // alias a later load as far as the compiler knows).
+    float x[4][4], d[4][4], g[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
       const long tok = tok0 + 4 * ty + a;
-      if (tok >= n) break;
+      if (tok >= n) continue;
+      const long e = tok * D + static_cast<long>(i) * C + ch;
+      load4(X_in + e, vec, valid, x[a]);
+      load4(dX + e, vec, valid, d[a]);
+      load4(du + tok * C + ch, vec, valid, g[a]);
+    }
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const long tok = tok0 + 4 * ty + a;
+      if (tok >= n) continue;
       const float* st4 = c.stats + tok * 4;
       const float* cr = c.corr + tok * 4;
-      const float mean = st4[0], rstd_ln = st4[1], rstd = st4[2];
-      const float hp = c.hpre[tok * N + i];
-      const long e = tok * D + static_cast<long>(i) * C + ch;
-      float x[4], d[4], g[4];
-      load4(X_in + e, vec, valid, x);
-      load4(dX + e, vec, valid, d);
-      load4(du + tok * C + ch, vec, valid, g);
+      const float mean = st4[0], rstd_ln = st4[1], rstd = st4[2], hp = c.hpre[tok * N + i];
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        d[b] += hp * g[b] + rstd * (gy[a][b] - x[b] * rstd * cr[0]);
+        d[a][b] += hp * g[a][b] + rstd * (gy[a][b] - x[a][b] * rstd * cr[0]);
         if (s.has_router) {
-          const float ln = (x[b] - mean) * rstd_ln;
-          d[b] += rstd_ln * (gln[a][b] - cr[1] - ln * cr[2]);
+          const float ln = (x[a][b] - mean) * rstd_ln;
+          d[a][b] += rstd_ln * (gln[a][b] - cr[1] - ln * cr[2]);
         }
       }
-      store4(dX + e, vec, valid, d);
+      store4(dX + tok * D + static_cast<long>(i) * C + ch, vec, valid, d[a]);
     }
   }
 }
@@ -772,6 +846,21 @@ int DispatchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t*
   }
 }
 
+// k > 4: one thread per token, as many per block as have room for their histories.
+int LaunchSinkhornBackward(const XhcShape& s, const XhcDevParams& P, XhcDevCache* c,
+                           cudaStream_t st) {
+  const size_t hist = sizeof(float) * (2 * s.sinkhorn_iters + 1) * s.k * s.k;
+  const int threads =
+      static_cast<int>(std::max<size_t>(1, std::min<size_t>(64, (96 << 10) / hist)));
+  XHC_CUDA_TRY(cudaFuncSetAttribute(sinkhorn_backward_kernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(threads * hist)));
+  sinkhorn_backward_kernel<<<ceil_div(s.tokens(), threads), threads, threads * hist, st>>>(
+      s, P, *c);
+  XHC_LAUNCH_CHECK();
+  return 0;
+}
+
 }  // namespace
 
 int XhcBackwardOutLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
@@ -781,15 +870,18 @@ int XhcBackwardOutLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t*
   cudaStream_t st = as_stream(stream);
   XHC_TRY(s.k <= 4 ? DispatchPostBackward<4>(s, P, X_in, out, dX_new, c, d_out, st)
                    : DispatchPostBackward<8>(s, P, X_in, out, dX_new, c, d_out, st));
-  // Threads per block so that their Sinkhorn histories fit in 96 KiB of shared memory.
-  const size_t hist = sizeof(float) * (2 * s.sinkhorn_iters + 1) * s.k * s.k;
-  const int sk_threads = static_cast<int>(std::max<size_t>(1, std::min<size_t>(64, (96 << 10) / hist)));
-  XHC_CUDA_TRY(cudaFuncSetAttribute(sinkhorn_backward_kernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(sk_threads * hist)));
-  sinkhorn_backward_kernel<<<ceil_div(s.tokens(), sk_threads), sk_threads, sk_threads * hist, st>>>(
-      s, P, *c);
-  XHC_LAUNCH_CHECK();
+  if (s.k <= 4) {
+    const int stride = (2 * s.sinkhorn_iters + 1) | 1;  // odd: each lane its own bank
+    const size_t smem = sizeof(float) * stride * 256;
+    XHC_CUDA_TRY(cudaFuncSetAttribute(sinkhorn_backward16_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)));
+    sinkhorn_backward16_kernel<<<ceil_div(s.tokens() * 16, 256), 256, smem, st>>>(s, P, *c,
+                                                                                  stride);
+    XHC_LAUNCH_CHECK();
+  } else {
+    XHC_TRY(LaunchSinkhornBackward(s, P, c, st));
+  }
   if (s.K > 1) {
     const dim3 grid(ceil_div(s.C, 128), s.B * ceil_div(s.T, kConvChunk));
     conv_input_grad_kernel<<<grid, 128, 0, st>>>(s, P, *c, d_out);
@@ -812,8 +904,12 @@ int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_
     input_active_kernel<<<dim3(ceil_div(s.tokens(), kTileT), ceil_div(s.C, kTileC)), kThreads,
                           0, st>>>(s, P, X_in, dX, *c);
     XHC_LAUNCH_CHECK();
-    input_dense_kernel<<<dim3(ceil_div(s.tokens(), kTileT), ceil_div(s.C, kTileC)), kThreads,
-                         0, st>>>(s, P, X_in, du, dX, *c);
+    const dim3 grid(ceil_div(s.tokens(), kTileT), ceil_div(s.C, kTileC));
+    if (s.N <= 16) {
+      input_dense_kernel<32><<<grid, kThreads, 0, st>>>(s, P, X_in, du, dX, *c);
+    } else {
+      input_dense_kernel<2 * kMaxStreams><<<grid, kThreads, 0, st>>>(s, P, X_in, du, dX, *c);
+    }
     XHC_LAUNCH_CHECK();
     return 0;
   }

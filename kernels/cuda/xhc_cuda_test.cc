@@ -49,7 +49,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"mhc", 2, 9, 4, 4, 4, 72, false, true, true},
                       Case{"wide_k8_N32", 1, 17, 32, 8, 2, 264, false, false, true},
                       Case{"mlp_C512", 2, 64, 16, 4, 2, 512, true, false, true},
-                      Case{"mlp_conv_chunks", 2, 150, 16, 4, 2, 40, true, false, true}),
+                      Case{"mlp_conv_chunks", 2, 150, 16, 4, 2, 40, true, false, true},
+                      Case{"wide_N32_k4", 1, 10, 32, 4, 2, 24, false, false, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

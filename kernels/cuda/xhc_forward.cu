@@ -236,7 +236,6 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     conv_gs_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ out, XhcDevCache c) {
   extern __shared__ float v[];  // (K, C)
-  __shared__ float red[32];
   const long tok = blockIdx.x;
   const int t = static_cast<int>(tok % s.T), C = s.C, r = s.r;
   int widest = 0;
@@ -264,21 +263,59 @@ __global__ void __launch_bounds__(kThreads)
   }
   float* gs = c.gs + tok * (r * r + r);
   if (s.gram_schmidt) {
+    // Modified Gram-Schmidt with one block reduction per component instead of one per inner
+    // product: the updated g's product with v_i is <g_j, v_i> - sum_{i'<i} coef_i' <v_i', v_i>,
+    // so step j reduces <g_j, v_i> and <v_{j-1}, v_i> (i < j) together and takes the
+    // coefficients from them and the Gram entries of the earlier steps.
+    constexpr int kR = kMaxK - 1;
+    __shared__ float gram[kR][kR];  // <v_a, v_b>, + eps on the diagonal
+    __shared__ float wred[kThreads / 32][2 * kR], tot[2 * kR], coef[kR];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int j = 1; j <= r; ++j) {
-      {  // |v_{j-1}|^2 + eps, final now
-        float a = 0.f;
-        for (int ch = threadIdx.x; ch < C; ch += kThreads) a += v[(j - 1) * C + ch] * v[(j - 1) * C + ch];
-        a = block_sum(a, red) + 1e-6f;
-        if (threadIdx.x == 0) gs[r * r + j - 1] = a;
+      float acc[2 * kR];  // [0, kR): <g_j, v_i>; [kR, 2 kR): <v_{j-1}, v_i>
+#pragma unroll
+      for (int q = 0; q < 2 * kR; ++q) acc[q] = 0.f;
+      for (int ch = threadIdx.x; ch < C; ch += kThreads) {
+        const float g = v[j * C + ch], vl = v[(j - 1) * C + ch];
+#pragma unroll
+        for (int i = 0; i < kR; ++i) {
+          if (i >= j) continue;
+          const float vi = v[i * C + ch];
+          acc[i] += g * vi;
+          acc[kR + i] += vl * vi;
+        }
       }
-      for (int i = 0; i < j; ++i) {
-        float a = 0.f;
-        for (int ch = threadIdx.x; ch < C; ch += kThreads) a += v[j * C + ch] * v[i * C + ch];
-        const float coef = block_sum(a, red) / gs[r * r + i];
-        for (int ch = threadIdx.x; ch < C; ch += kThreads) v[j * C + ch] -= coef * v[i * C + ch];
-        if (threadIdx.x == 0) gs[(j - 1) * r + i] = coef;
-        __syncthreads();  // gs[] read by all threads next round
+#pragma unroll
+      for (int q = 0; q < 2 * kR; ++q) {
+        const float t = warp_sum(acc[q]);
+        if (lane == 0) wred[warp][q] = t;
       }
+      __syncthreads();
+      if (threadIdx.x < 2 * kR) {
+        float t = 0.f;
+        for (int w = 0; w < kThreads / 32; ++w) t += wred[w][threadIdx.x];
+        tot[threadIdx.x] = t;
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        for (int i = 0; i < j; ++i) gram[j - 1][i] = gram[i][j - 1] = tot[kR + i];
+        gram[j - 1][j - 1] += 1e-6f;
+        gs[r * r + j - 1] = gram[j - 1][j - 1];
+        for (int i = 0; i < j; ++i) {
+          float a = tot[i];
+          for (int i2 = 0; i2 < i; ++i2) a -= coef[i2] * gram[i2][i];
+          coef[i] = a / gram[i][i];
+          gs[(j - 1) * r + i] = coef[i];
+        }
+      }
+      __syncthreads();
+      for (int ch = threadIdx.x; ch < C; ch += kThreads) {
+        float g = v[j * C + ch];
+        for (int i = 0; i < j; ++i) g -= coef[i] * v[i * C + ch];  // in order, as MGS
+        v[j * C + ch] = g;
+      }
+      // The next step's reduction reads only this thread's own channels of v_j before its
+      // first barrier, and tot / coef are rewritten only after that barrier.
     }
   }
   for (int j = 1; j <= r; ++j) {

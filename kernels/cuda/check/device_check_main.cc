@@ -82,6 +82,7 @@ int RunCorrectness() {
   add(1, 17, 32, 8, 2, 264, false, false, true);
   add(2, 64, 16, 4, 2, 512, true, false, true);
   add(2, 150, 16, 4, 2, 40, true, false, true);  // 3 conv chunks per sequence, token tails
+  add(1, 10, 32, 4, 2, 24, false, false, true);  // N > 16 with k <= 4: the wide dense tiles
   std::vector<check::Result> all;
   for (const auto& c : cases) {
     for (auto& r : check::CheckXhc(c, 1)) all.push_back(r);
