@@ -530,8 +530,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ __align__(16) float dzT[kTileQ][kTileT + 4];  // [row][token], alpha folded in
   __shared__ __align__(16) float wt[kTileQ][4][kTileC];  // [row][slot][channel]
   const int k = s.k, kk = k * k, Q = s.Q(), C = s.C, Da = s.Da();
-  const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.x) * kTileT;
-  const int c0 = blockIdx.y * kTileC;
+  const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.y) * kTileT;
+  const int c0 = blockIdx.x * kTileC;
   const float ar = P.res_alpha[0], ap = P.post_alpha[0];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   float g[4][4][4];  // [token a][slot j][channel b]
@@ -625,8 +625,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ __align__(16) float dzT[RMAX][kTileT + 4];
   __shared__ __align__(16) float wt[RMAX][kTileC];  // [row][channel], stream i
   const int N = s.N, C = s.C, R = 2 * N;
-  const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.x) * kTileT;
-  const int c0 = blockIdx.y * kTileC;
+  const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.y) * kTileT;
+  const int c0 = blockIdx.x * kTileC;
   const float alpha = P.pre_alpha[0];
   for (int e = threadIdx.x; e < R * kTileT; e += kThreads) {  // row fastest: coalesced
     const int t = e / R, row = e % R;
@@ -901,10 +901,10 @@ int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_
   }
   XHC_LAUNCH_CHECK();
   if (s.k <= 4) {
-    input_active_kernel<<<dim3(ceil_div(s.tokens(), kTileT), ceil_div(s.C, kTileC)), kThreads,
-                          0, st>>>(s, P, X_in, dX, *c);
+    // Channel tiles fastest: blocks in flight together cover whole rows of the state.
+    const dim3 grid(ceil_div(s.C, kTileC), ceil_div(s.tokens(), kTileT));
+    input_active_kernel<<<grid, kThreads, 0, st>>>(s, P, X_in, dX, *c);
     XHC_LAUNCH_CHECK();
-    const dim3 grid(ceil_div(s.tokens(), kTileT), ceil_div(s.C, kTileC));
     if (s.N <= 16) {
       input_dense_kernel<32><<<grid, kThreads, 0, st>>>(s, P, X_in, du, dX, *c);
     } else {

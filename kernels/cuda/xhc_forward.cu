@@ -12,7 +12,8 @@
 //                        the second GEMM; sinkhorn_maps_kernel: Sinkhorn per token.
 //   mapping application  read_mix_kernel: dense read u = sum_i hpre_i X_i fused with the
 //                        active mixing Hres . Xa (written in place into X's active streams);
-//                        conv_gs_kernel: the r causal depthwise convolutions + Gram-Schmidt;
+//                        conv_forward_kernel: the r causal depthwise convolutions (sliding
+//                        windows along the sequence); gram_schmidt_kernel: per token;
 //                        post_kernel<K>: X[idx_j] += p_j sum_r Hpost[j][r] aug_r, consuming
 //                        out and the conv outputs directly (no stacked (n,K,C) tensor).
 
@@ -229,37 +230,60 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One block per token: g_j[t] = sum_{tau < kappa_j, tau <= t} w_j[tau] out[t - tau] for all
-// r kernels in one pass (neighbouring tokens' blocks share the out rows through L1/L2),
-// then modified Gram-Schmidt with block reductions. Writes v_1..v_r (bf16) and the
-// coefficients / squared norms the backward needs to rebuild the history without storing it.
-__global__ void __launch_bounds__(kThreads)
-    conv_gs_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ out, XhcDevCache c) {
-  extern __shared__ float v[];  // (K, C)
-  const long tok = blockIdx.x;
-  const int t = static_cast<int>(tok % s.T), C = s.C, r = s.r;
+// The r causal depthwise convolutions, g_j[t] = sum_{tau < kappa_j, tau <= t} w_j[tau]
+// out[t - tau], into c.dg (float32 (n, r, C): backward scratch, free until the backward).
+// Each thread walks kConvChunk tokens of one channel of one sequence with the weights and a
+// window of the previous out rows in registers, so every out value and weight is read once
+// per walk (one block per token re-read all the taps' weights from L2 for every token).
+__global__ void conv_forward_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ out,
+                                    XhcDevCache c) {
+  const int C = s.C, r = s.r, T = s.T, ch = blockIdx.x * blockDim.x + threadIdx.x;
+  const int chunks = (T + kConvChunk - 1) / kConvChunk;
+  const int b = blockIdx.y / chunks, t0 = (blockIdx.y % chunks) * kConvChunk;
+  if (ch >= C) return;
+  const int t1 = min(T, t0 + kConvChunk);
+  float w[kMaxK - 1][kMaxTap], ow[kMaxTap];
   int widest = 0;
-  for (int j = 0; j < r; ++j) widest = max(widest, s.kernels[j]);
-  for (int ch = threadIdx.x; ch < C; ch += kThreads) {
-    // The kMaxTap previous rows of out, loaded all at once (the taps unrolled, so the loads
-    // are in flight together instead of one latency per tap), shared by the r branches.
-    float o[kMaxTap];
+#pragma unroll
+  for (int j = 0; j < kMaxK - 1; ++j) {
+    const int kj = j < r ? s.kernels[j] : 0;
+    widest = max(widest, kj);
 #pragma unroll
     for (int tau = 0; tau < kMaxTap; ++tau) {
-      o[tau] = tau < widest && tau <= t ? ld(out + (tok - tau) * C + ch) : 0.f;
+      w[j][tau] = tau < kj ? P.conv_weight[j][static_cast<long>(tau) * C + ch] : 0.f;
     }
-    v[ch] = o[0];
+  }
+#pragma unroll
+  for (int tau = 0; tau < kMaxTap; ++tau) ow[tau] = 0.f;  // out[t'] = 0 for t' < 0
+  const long base = static_cast<long>(b) * T;
+  for (int t = max(0, t0 - (widest - 1)); t < t1; ++t) {
+    const long tok = base + t;
+#pragma unroll
+    for (int tau = kMaxTap - 1; tau > 0; --tau) ow[tau] = ow[tau - 1];
+    ow[0] = ld(out + tok * C + ch);
+    if (t < t0) continue;
 #pragma unroll
     for (int j = 0; j < kMaxK - 1; ++j) {
       if (j >= r) continue;
       float g = 0.f;
-      const float* w = P.conv_weight[j];
 #pragma unroll
-      for (int tau = 0; tau < kMaxTap; ++tau) {
-        if (tau < s.kernels[j] && tau <= t) g += w[static_cast<long>(tau) * C + ch] * o[tau];
-      }
-      v[(j + 1) * C + ch] = g;
+      for (int tau = 0; tau < kMaxTap; ++tau) g += w[j][tau] * ow[tau];  // tau order, as spec
+      c.dg[(tok * r + j) * C + ch] = g;
     }
+  }
+}
+
+// One block per token: modified Gram-Schmidt of the conv outputs (c.dg) against out and each
+// other, with block reductions. Writes v_1..v_r (bf16) and the coefficients / squared norms
+// the backward needs to rebuild the history without storing it.
+__global__ void __launch_bounds__(kThreads)
+    gram_schmidt_kernel(XhcShape s, const bf16_t* __restrict__ out, XhcDevCache c) {
+  extern __shared__ float v[];  // (K, C)
+  const long tok = blockIdx.x;
+  const int C = s.C, r = s.r;
+  for (int ch = threadIdx.x; ch < C; ch += kThreads) {
+    v[ch] = ld(out + tok * C + ch);
+    for (int j = 0; j < r; ++j) v[(j + 1) * C + ch] = c.dg[(tok * r + j) * C + ch];
   }
   float* gs = c.gs + tok * (r * r + r);
   if (s.gram_schmidt) {
@@ -518,9 +542,13 @@ int XhcPostLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* out, b
   cudaStream_t st = as_stream(stream);
   if (s.r > 0) {
     const size_t smem = sizeof(float) * s.K * s.C;
-    XHC_CUDA_TRY(cudaFuncSetAttribute(conv_gs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    conv_forward_kernel<<<dim3(ceil_div(s.C, 128), s.B * ceil_div(s.T, kConvChunk)), 128, 0,
+                          st>>>(s, P, out, *c);
+    XHC_LAUNCH_CHECK();
+    XHC_CUDA_TRY(cudaFuncSetAttribute(gram_schmidt_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(smem)));
-    conv_gs_kernel<<<s.tokens(), kThreads, smem, st>>>(s, P, out, *c);
+    gram_schmidt_kernel<<<s.tokens(), kThreads, smem, st>>>(s, out, *c);
     XHC_LAUNCH_CHECK();
   }
   switch (s.K) {
