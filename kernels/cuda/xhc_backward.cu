@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kThreads)
                          const bf16_t* __restrict__ out, const bf16_t* __restrict__ dX_new,
                          XhcDevCache c, bf16_t* __restrict__ d_out) {
   constexpr int NA = MK * K + MK * MK;  // dot(aug_q, dA_j), then dot(dA_j, Xa_j')
-  extern __shared__ float dyn[];        // daug (K, C) when K > 1
+  extern __shared__ float dyn[];        // daug (K, C), then v_0..v_r (K, C), when K > 1
   __shared__ float hp[MK * K], hr[MK * MK], p[MK], dots[NA], wred[kWarps][NA], red[32];
   __shared__ int idx[MK];
   const long tok = blockIdx.x;
@@ -64,6 +64,10 @@ __global__ void __launch_bounds__(kThreads)
     v[0] = ld(out + tok * C + ch);
 #pragma unroll
     for (int q = 1; q < K; ++q) v[q] = ld(c.aug + (tok * r + q - 1) * C + ch);
+    if (K > 1) {
+#pragma unroll
+      for (int q = 0; q < K; ++q) dyn[(K + q) * C + ch] = v[q];  // for the GS backward
+    }
 #pragma unroll
     for (int j = 0; j < MK; ++j) {
 #pragma unroll
@@ -122,10 +126,13 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   // Gram-Schmidt backward: dyn[j*C..] holds dv_j and becomes dg_j. g before subtracting its
   // v_i component is v_j + sum_{i' = i}^{j-1} coef_{j,i'} v_i' (rebuilt, not stored).
-  const float* gs = c.gs + tok * (r * r + r);
-  auto vload = [&](int i, int ch) {
-    return i == 0 ? ld(out + tok * C + ch) : ld(c.aug + (tok * r + i - 1) * C + ch);
-  };
+  // v_i from shared memory (stored by this thread for its own channels in the first pass),
+  // and the token's coefficients and norms staged once.
+  __shared__ float gs[(kMaxK - 1) * kMaxK];
+  if (threadIdx.x < r * r + r) gs[threadIdx.x] = c.gs[tok * (r * r + r) + threadIdx.x];
+  __syncthreads();
+  const float* vs = dyn + K * C;
+  auto vload = [&](int i, int ch) { return vs[i * C + ch]; };
   for (int j = r; j >= 1; --j) {
     if (s.gram_schmidt) {
       for (int i = j - 1; i >= 0; --i) {
@@ -249,19 +256,38 @@ __global__ void conv_input_grad_kernel(XhcShape s, XhcDevParams P, XhcDevCache c
     }
   }
   const long base = static_cast<long>(b) * T;
-  for (int t = min(T - 1, t1 - 1 + widest - 1); t >= t0; --t) {
+  // The loads of the next two tokens are issued before this token's arithmetic (a walk is
+  // one dependent chain per thread; without the look-ahead each token waited on its loads).
+  float ga[kMaxK - 1] = {}, gb[kMaxK - 1] = {}, da = 0.f, db = 0.f;
+  auto fetch = [&](int tt, float* g, float& d) {
+    if (tt < t0) return;
+    const long tok = base + tt;
+#pragma unroll
+    for (int j = 0; j < kMaxK - 1; ++j) g[j] = j < r ? c.dg[(tok * r + j) * C + ch] : 0.f;
+    d = tt < t1 ? c.dout_f[tok * C + ch] : 0.f;
+  };
+  const int start = min(T - 1, t1 - 1 + widest - 1);
+  fetch(start, ga, da);
+  fetch(start - 1, gb, db);
+  for (int t = start; t >= t0; --t) {
     const long tok = base + t;
+    float cur[kMaxK - 1];
+#pragma unroll
+    for (int j = 0; j < kMaxK - 1; ++j) cur[j] = ga[j], ga[j] = gb[j];
+    const float dcur = da;
+    da = db;
+    fetch(t - 2, gb, db);
     float acc = 0.f;
 #pragma unroll
     for (int j = 0; j < kMaxK - 1; ++j) {
       if (j >= r) continue;
 #pragma unroll
       for (int tau = kMaxTap - 1; tau > 0; --tau) win[j][tau] = win[j][tau - 1];
-      win[j][0] = c.dg[(tok * r + j) * C + ch];
+      win[j][0] = cur[j];
 #pragma unroll
       for (int tau = 0; tau < kMaxTap; ++tau) acc += w[j][tau] * win[j][tau];
     }
-    if (t < t1) st(d_out + tok * C + ch, c.dout_f[tok * C + ch] + acc);
+    if (t < t1) st(d_out + tok * C + ch, dcur + acc);
   }
 }
 
@@ -289,18 +315,33 @@ __global__ void conv_weight_part_kernel(XhcShape s, const bf16_t* __restrict__ o
     for (int j = 0; j < kMaxK - 1; ++j) acc[j][tau] = 0.f;
   }
   const long base = static_cast<long>(b) * T;
-  for (int t = max(0, t0 - (widest - 1)); t < t1; ++t) {
-    const long tok = base + t;
+  // Two tokens of look-ahead on the loads, as in conv_input_grad_kernel.
+  float oa = 0.f, ob = 0.f, ga[kMaxK - 1] = {}, gb[kMaxK - 1] = {};
+  auto fetch = [&](int tt, float& o, float* g) {
+    if (tt >= t1) return;
+    const long tok = base + tt;
+    o = ld(out + tok * C + ch);
+#pragma unroll
+    for (int j = 0; j < kMaxK - 1; ++j) g[j] = j < r && tt >= t0 ? c.dg[(tok * r + j) * C + ch] : 0.f;
+  };
+  const int start = max(0, t0 - (widest - 1));
+  fetch(start, oa, ga);
+  fetch(start + 1, ob, gb);
+  for (int t = start; t < t1; ++t) {
+    float cur[kMaxK - 1];
+#pragma unroll
+    for (int j = 0; j < kMaxK - 1; ++j) cur[j] = ga[j], ga[j] = gb[j];
 #pragma unroll
     for (int tau = kMaxTap - 1; tau > 0; --tau) ow[tau] = ow[tau - 1];
-    ow[0] = ld(out + tok * C + ch);
+    ow[0] = oa;
+    oa = ob;
+    fetch(t + 2, ob, gb);
     if (t < t0) continue;
 #pragma unroll
     for (int j = 0; j < kMaxK - 1; ++j) {
       if (j >= r) continue;
-      const float g = c.dg[(tok * r + j) * C + ch];
 #pragma unroll
-      for (int tau = 0; tau < kMaxTap; ++tau) acc[j][tau] += g * ow[tau];  // ow = 0 before t = 0
+      for (int tau = 0; tau < kMaxTap; ++tau) acc[j][tau] += cur[j] * ow[tau];  // ow = 0 before t = 0
     }
   }
   float* part = c.conv_part + static_cast<long>(blockIdx.y) * taps * C;
@@ -824,7 +865,7 @@ template <int MK, int K>
 int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
                        const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
                        cudaStream_t st) {
-  const size_t smem = sizeof(float) * (K > 1 ? K * s.C : 1);
+  const size_t smem = sizeof(float) * (K > 1 ? 2 * K * s.C : 1);
   auto kernel = post_backward_kernel<MK, K>;
   XHC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));

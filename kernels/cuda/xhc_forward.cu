@@ -256,11 +256,17 @@ __global__ void conv_forward_kernel(XhcShape s, XhcDevParams P, const bf16_t* __
 #pragma unroll
   for (int tau = 0; tau < kMaxTap; ++tau) ow[tau] = 0.f;  // out[t'] = 0 for t' < 0
   const long base = static_cast<long>(b) * T;
-  for (int t = max(0, t0 - (widest - 1)); t < t1; ++t) {
+  const int start = max(0, t0 - (widest - 1));
+  // Two tokens of look-ahead on the loads (a walk is one dependent chain per thread).
+  float oa = ld(out + (base + start) * C + ch);
+  float ob = start + 1 < t1 ? ld(out + (base + start + 1) * C + ch) : 0.f;
+  for (int t = start; t < t1; ++t) {
     const long tok = base + t;
 #pragma unroll
     for (int tau = kMaxTap - 1; tau > 0; --tau) ow[tau] = ow[tau - 1];
-    ow[0] = ld(out + tok * C + ch);
+    ow[0] = oa;
+    oa = ob;
+    if (t + 2 < t1) ob = ld(out + (tok + 2) * C + ch);
     if (t < t0) continue;
 #pragma unroll
     for (int j = 0; j < kMaxK - 1; ++j) {
