@@ -711,40 +711,40 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (e < R * kTileC) wt[e / kTileC][e % kTileC] = wnext[u];
     }
     __syncthreads();
-    if (i + 1 < N) fetch(i + 1);
+    // The epilogue's loads of the 4 tokens are issued before the FMAs, so they are in flight
+    // during them (sampled stalls: half the kernel waited on these loads after the FMAs).
+    float x[4][4], d[4][4], g[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      const long tok = tok0 + 4 * ty + a;
+      if (tok >= n || ch >= C) continue;
+      const long e = tok * D + static_cast<long>(i) * C + ch;
+      load4(X_in + e, vec, valid, x[a]);
+      load4(dX + e, vec, valid, d[a]);
+      load4(du + tok * C + ch, vec, valid, g[a]);
+    }
     float gln[4][4], gy[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
 #pragma unroll
       for (int b = 0; b < 4; ++b) gln[a][b] = gy[a][b] = 0.f;
     for (int row = 0; row < N; ++row) {
-      const float4 d = *reinterpret_cast<const float4*>(&dzT[row][4 * ty]);
-      const float4 w = *reinterpret_cast<const float4*>(&wt[row][4 * tx]);
-      const float4 dp = *reinterpret_cast<const float4*>(&dzT[N + row][4 * ty]);
+      const float4 zr = *reinterpret_cast<const float4*>(&dzT[row][4 * ty]);
+      const float4 wr = *reinterpret_cast<const float4*>(&wt[row][4 * tx]);
+      const float4 zp = *reinterpret_cast<const float4*>(&dzT[N + row][4 * ty]);
       const float4 wp = *reinterpret_cast<const float4*>(&wt[N + row][4 * tx]);
-      const float dv[4] = {d.x, d.y, d.z, d.w}, wv[4] = {w.x, w.y, w.z, w.w};
-      const float dpv[4] = {dp.x, dp.y, dp.z, dp.w}, wpv[4] = {wp.x, wp.y, wp.z, wp.w};
+      const float zrv[4] = {zr.x, zr.y, zr.z, zr.w}, wrv[4] = {wr.x, wr.y, wr.z, wr.w};
+      const float zpv[4] = {zp.x, zp.y, zp.z, zp.w}, wpv[4] = {wp.x, wp.y, wp.z, wp.w};
 #pragma unroll
       for (int a = 0; a < 4; ++a)
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
-          gln[a][b] += dv[a] * wv[b];
-          gy[a][b] += dpv[a] * wpv[b];
+          gln[a][b] += zrv[a] * wrv[b];
+          gy[a][b] += zpv[a] * wpv[b];
         }
     }
+    if (i + 1 < N) fetch(i + 1);  // in flight during the epilogue and the next barrier
     if (ch >= C) continue;
-    // All loads of the 4 tokens first, so they are in flight together (a store to dX could
-    // alias a later load as far as the compiler knows).
-    float x[4][4], d[4][4], g[4][4];
-#pragma unroll
-    for (int a = 0; a < 4; ++a) {
-      const long tok = tok0 + 4 * ty + a;
-      if (tok >= n) continue;
-      const long e = tok * D + static_cast<long>(i) * C + ch;
-      load4(X_in + e, vec, valid, x[a]);
-      load4(dX + e, vec, valid, d[a]);
-      load4(du + tok * C + ch, vec, valid, g[a]);
-    }
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
       const long tok = tok0 + 4 * ty + a;
