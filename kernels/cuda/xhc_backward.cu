@@ -405,25 +405,30 @@ __global__ void __launch_bounds__(kThreads)
     dots[threadIdx.x] = t;
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
+  // The corrections, by the first warp: lane i takes stream i (N <= 32) and every 32nd map
+  // row, then four warp sums (one thread doing it serially was a tail after the loads).
+  if (threadIdx.x >= 32) return;  // lane below is then the thread index
   const float* st4 = c.stats + tok * 4;
   const float mean = st4[0], rstd_ln = st4[1], rstd = st4[2], ra = st4[3];
   float* dz = c.dz_proj + tok * 2 * N;
   float s1 = 0.f, s2 = 0.f, s3 = 0.f, s4 = 0.f;
-  for (int i = 0; i < N; ++i) {
+  if (lane < N) {
+    const int i = lane;
     const float h = c.hpre[tok * N + i];
     const float dzp = dots[i] * h * (1.f - h);
     dz[N + i] = dzp;
-    s1 += P.pre_alpha[0] * dzp * rstd * c.proj[tok * 2 * N + N + i];
+    s1 = P.pre_alpha[0] * dzp * rstd * c.proj[tok * 2 * N + N + i];
     if (s.has_router) {
-      s2 += dz[i] * c.wsum[i];
-      s3 += dz[i] * rstd_ln * (c.proj[tok * 2 * N + i] - mean * c.wsum[i]);
+      s2 = dz[i] * c.wsum[i];
+      s3 = dz[i] * rstd_ln * (c.proj[tok * 2 * N + i] - mean * c.wsum[i]);
     }
   }
-  for (int q = 0; q < Q; ++q) {
+  for (int q = lane; q < Q; q += 32) {
     const float alpha = q < kk ? P.res_alpha[0] : P.post_alpha[0];
     s4 += alpha * c.dz_map[tok * Q + q] * ra * c.map_raw[tok * Q + q];
   }
+  s1 = warp_sum(s1), s2 = warp_sum(s2), s3 = warp_sum(s3), s4 = warp_sum(s4);
+  if (lane != 0) return;
   float* corr = c.corr + tok * 4;
   corr[0] = s1 / D, corr[1] = s2 / D, corr[2] = s3 / D, corr[3] = s4 / s.Da();
 }
