@@ -40,13 +40,15 @@ if [[ ! -x "$NVCC" ]]; then
   exit 2
 fi
 mkdir -p "$OUT"
+rm -f "$OUT"/*.o  # the link takes every object here: none may be left from an older tree
 echo "== build ($("$NVCC" --version | tail -1)) into $OUT"
 start=$(date +%s)
 # sm_90a only: the kernels target H100/H200; one architecture keeps the build ~1 minute.
 NVFLAGS=(-std=c++20 -O3 -lineinfo --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -I"$ROOT")
 CXXFLAGS=(-std=c++20 -O2 -I"$ROOT" -I"$ROOT/kernels/cuda/check/shim" -I"$CUDA_HOME/include")
 pids=()
-for f in cuda_util xhc_forward xhc_backward nn_ops attention; do
+for f in cuda_util xhc_forward xhc_backward_out xhc_backward_input xhc_backward_weights nn_ops \
+    attention; do
   "$NVCC" "${NVFLAGS[@]}" -c "kernels/cuda/$f.cu" -o "$OUT/$f.o" &
   pids+=($!)
 done

@@ -62,7 +62,7 @@ int EventDestroy(void* ev);
 // counter hash of (seed, index): benchmarks time real-looking data, never zeros.
 int FillUniform(void* dst, long n, bool bf16, float lo, float hi, uint64_t seed, void* stream);
 
-// ---- xHC sublayer (xhc_forward.cu, xhc_backward.cu) -----------------------------------
+// ---- xHC sublayer (xhc_forward.cu, xhc_backward_{out,input,weights}.cu) ---------------
 struct XhcShape {
   int B = 0, T = 0;        // sequences, tokens per sequence
   int N = 16, k = 4, m = 2, C = 0;
