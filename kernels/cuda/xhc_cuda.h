@@ -127,7 +127,8 @@ struct XhcDevCache {
   float* dz_proj = nullptr;  // (n, 2N)
   float* dz_map = nullptr;   // (n, Q)
   float* corr = nullptr;     // (n, 4) backward normalisation corrections
-  float* dg = nullptr;       // (n, r, C) d loss / d conv outputs
+  float* dg = nullptr;       // (n, r, C) the conv outputs before Gram-Schmidt (forward
+                             // scratch), then d loss / d conv outputs (backward)
   float* dout_f = nullptr;   // (n, C) direct part of d_out before the conv input-gradient
   bf16_t* xa = nullptr;      // (n, k, C) active streams of X_in, gathered by XhcPreLaunch
                              // for its res / post GEMM and read again by the weight gradient
