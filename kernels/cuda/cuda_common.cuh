@@ -56,6 +56,27 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return warp_sum(t);
 }
 
+// out[q] = the sum over the block's threads of v[q], for q < count (count <= 32 * NW);
+// deterministic (warp trees, then the NW warps in order). wred: NW x NV shared floats; out
+// shared too, read by every thread after the call (which ends on a barrier).
+template <int NV, int NW>
+__device__ __forceinline__ void block_sum_many(const float* v, float (*wred)[NV], float* out,
+                                               int count) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int q = 0; q < NV; ++q) {
+    const float t = warp_sum(v[q]);
+    if (lane == 0) wred[warp][q] = t;
+  }
+  __syncthreads();
+  if (threadIdx.x < count) {
+    float t = 0.f;
+    for (int w = 0; w < NW; ++w) t += wred[w][threadIdx.x];
+    out[threadIdx.x] = t;
+  }
+  __syncthreads();
+}
+
 // Sinkhorn of spec 4.2 for one k x k matrix, by one thread (k <= 8: the matrix lives in
 // registers / L1-resident local memory). Columns then rows, `iters` times.
 __device__ inline void sinkhorn_forward(int k, int iters, const float* z, float* h) {

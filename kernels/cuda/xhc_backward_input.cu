@@ -37,19 +37,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int e = 0; e < V; ++e) acc[i] += g[e] * x[e];
     }
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int i = 0; i < kMaxStreams; ++i) {
-    const float t = warp_sum(acc[i]);
-    if (lane == 0) wred[warp][i] = t;
-  }
-  __syncthreads();
-  if (threadIdx.x < N) {
-    float t = 0.f;
-    for (int w = 0; w < kWarps; ++w) t += wred[w][threadIdx.x];
-    dots[threadIdx.x] = t;
-  }
-  __syncthreads();
+  block_sum_many<kMaxStreams, kWarps>(acc, wred, dots, N);
+  const int lane = threadIdx.x & 31;
   // The corrections, by the first warp: lane i takes stream i (N <= 32) and every 32nd map
   // row, then four warp sums (one thread doing it serially was a tail after the loads).
   if (threadIdx.x >= 32) return;  // lane below is then the thread index

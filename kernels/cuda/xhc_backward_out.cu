@@ -76,19 +76,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int q = 0; q < NA; ++q) {
-    const float t = warp_sum(acc[q]);
-    if (lane == 0) wred[warp][q] = t;
-  }
-  __syncthreads();
-  if (threadIdx.x < NA) {
-    float t = 0.f;
-    for (int w = 0; w < kWarps; ++w) t += wred[w][threadIdx.x];
-    dots[threadIdx.x] = t;
-  }
-  __syncthreads();
+  block_sum_many<NA, kWarps>(acc, wred, dots, NA);
   if (threadIdx.x == 0) {
     float* dz = c.dz_map + tok * Q;
     float dp[MK];
