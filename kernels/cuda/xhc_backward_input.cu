@@ -3,8 +3,14 @@
 //                          normalisation corrections, which follow from the cached raw
 //                          projections (sum(g*y) = alpha sum_i dz_i rstd proj_i) so no
 //                          reduction over the N*C state is needed for them.
-//   input_active_kernel,   k <= 4: two register-tiled passes (below); k > 4:
-//   input_dense_kernel     input_apply_kernel, one pass per 16 tokens x 32 channels.
+//   input_active_kernel,   k <= 4: the active streams' mixing and map terms (register-tiled),
+//   dense_apply_kernel,    then every stream's element-wise terms, then the read / router
+//   + a cuBLAS GEMM        map term as a GEMM accumulated into dX (below); k > 4:
+//                          input_apply_kernel, one pass per 16 tokens x 32 channels.
+
+#include <cublas_v2.h>
+
+#include <algorithm>
 
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -295,119 +301,94 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// RMAX >= 2N: the map rows the tiles are sized for (32 for N <= 16, else 64).
-template <int RMAX>
-__global__ void __launch_bounds__(kThreads, 2)
-    input_dense_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
-                       const bf16_t* __restrict__ du, bf16_t* dX, XhcDevCache c) {
-  // [row][token], rows [0, N) router (zero without one), [N, 2N) read map scaled by
-  // alpha_pre; padded by 4 so the transposing stores below hit 8 banks, not 1.
-  __shared__ __align__(16) float dzT[RMAX][kTileT + 4];
-  __shared__ __align__(16) float wt[RMAX][kTileC];  // [row][channel], stream i
-  const int N = s.N, C = s.C, R = 2 * N;
-  const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.y) * kTileT;
-  const int c0 = blockIdx.x * kTileC;
-  const float alpha = P.pre_alpha[0];
-  for (int e = threadIdx.x; e < R * kTileT; e += kThreads) {  // row fastest: coalesced
-    const int t = e / R, row = e % R;
-    const long tok = tok0 + t;
-    float v = 0.f;
-    if (tok < n && (row >= N || s.has_router)) {
-      v = c.dz_proj[tok * R + row] * (row >= N ? alpha : 1.f);
-    }
-    dzT[row][t] = v;
+// The dense pass for k <= 4, after input_active_kernel, in two parts:
+//   dense_apply_kernel  the element-wise terms, for every stream i (in place):
+//                         dX[tok, i, ch] += hpre_i du[ch] - rstd^2 corr0 x
+//                           - rstd_ln (corr1 + ln(x) corr2)            (router only)
+//   a cuBLAS GEMM       the map-gradient term, dX += Z . Wcat with beta = 1 (bf16 dX, float32
+//                       accumulation): Z (n, R) per token z_r = rstd_ln dzr_r (router rows
+//                       r < N) and alpha_pre rstd dzp_r (read-map rows), Wcat (R, D) = the
+//                       router rows over the read-map rows, R = 2N. Both are split into bf16
+//                       hi + lo (hi.hi + lo.hi + hi.lo, K = 3R) for float32-like products.
+// The register-tiled kernel this replaces ran at 1.06 TB/s, latency-bound at 128 registers
+// (PERF.md 8); the GEMM's K of 96 is a sliver of tensor-core work, so both parts are
+// bandwidth passes over the state.
+
+// wsplit (3R, D): rows [hi(Wcat); lo(Wcat); hi(Wcat)].
+__global__ void dense_split_kernel(const float* __restrict__ Wr, const float* __restrict__ Wp,
+                                   int N, long D, bf16_t* out) {
+  const long R = 2 * N, total = R * D;
+  for (long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<long>(gridDim.x) * blockDim.x) {
+    const long row = e / D, col = e % D;
+    const float w = row < N ? (Wr ? Wr[row * D + col] : 0.f) : Wp[(row - N) * D + col];
+    const __nv_bfloat16 hi = __float2bfloat16(w);
+    *reinterpret_cast<__nv_bfloat16*>(out + e) = hi;
+    st(out + total + e, w - __bfloat162float(hi));
+    *reinterpret_cast<__nv_bfloat16*>(out + 2 * total + e) = hi;
   }
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  const int ch = c0 + 4 * tx;
-  const int valid = min(4, C - ch);
-  const bool vec = (C % 4 == 0);
-  // Stream i's weight tile (R x kTileC) is fetched into registers while stream i - 1
-  // computes: RMAX / 4 values per thread.
-  constexpr int kW = RMAX * kTileC / kThreads;
-  float wnext[kW];
-  auto fetch = [&](int i) {
+}
+
+// Z (n, 3R) bf16: per token [hi(z), hi(z), lo(z)], matching wsplit's three row blocks.
+__global__ void dense_coef_kernel(XhcShape s, XhcDevParams P, XhcDevCache c, bf16_t* Z) {
+  const long tok = blockIdx.x * static_cast<long>(blockDim.y) + threadIdx.y;
+  const int N = s.N, R = 2 * N, r = threadIdx.x;
+  if (tok >= s.tokens() || r >= R) return;
+  const float* st4 = c.stats + tok * 4;
+  float z = 0.f;
+  if (r >= N) {
+    z = P.pre_alpha[0] * st4[2] * c.dz_proj[tok * R + r];
+  } else if (s.has_router) {
+    z = st4[1] * c.dz_proj[tok * R + r];
+  }
+  const __nv_bfloat16 hi = __float2bfloat16(z);
+  bf16_t* row = Z + tok * 3 * R;
+  *reinterpret_cast<__nv_bfloat16*>(row + r) = hi;
+  *reinterpret_cast<__nv_bfloat16*>(row + R + r) = hi;
+  st(row + 2 * R + r, z - __bfloat162float(hi));
+}
+
+// One block per token; V = 8 needs C % 8 == 0 (16-byte groups inside one stream's row).
+template <int V>
+__global__ void __launch_bounds__(kThreads)
+    dense_apply_kernel(XhcShape s, const bf16_t* __restrict__ X_in,
+                       const bf16_t* __restrict__ du, bf16_t* dX, XhcDevCache c) {
+  __shared__ float hp[kMaxStreams];
+  const long tok = blockIdx.x;
+  const int N = s.N, C = s.C;
+  const long D = s.D();
+  if (threadIdx.x < N) hp[threadIdx.x] = c.hpre[tok * N + threadIdx.x];
+  __syncthreads();
+  const float* st4 = c.stats + tok * 4;
+  const float* cr = c.corr + tok * 4;
+  const float mean = st4[0], rstd_ln = st4[1], rstd = st4[2];
+  // d += hp du + a x + b, with a = -rstd^2 corr0 - rstd_ln^2 corr2 and
+  // b = -rstd_ln (corr1 - mean rstd_ln corr2) (router); a = -rstd^2 corr0, b = 0 otherwise.
+  float a = -rstd * rstd * cr[0], b = 0.f;
+  if (s.has_router) {
+    a -= rstd_ln * rstd_ln * cr[2];
+    b = -rstd_ln * (cr[1] - mean * rstd_ln * cr[2]);
+  }
+  const bf16_t* x_row = X_in + tok * D;
+  bf16_t* d_row = dX + tok * D;
+  for (long e = static_cast<long>(threadIdx.x) * V; e < D; e += static_cast<long>(kThreads) * V) {
+    const int i = static_cast<int>(e / C), ch = static_cast<int>(e % C);
+    float x[V], d[V], g[V];
+    load_v<V>(x_row + e, x);
+    load_v<V>(d_row + e, d);
+    load_v<V>(du + tok * C + ch, g);
+    const float h = hp[i];
 #pragma unroll
-    for (int u = 0; u < kW; ++u) {
-      const int e = threadIdx.x + u * kThreads, row = e / kTileC, b = e % kTileC;
-      const long col = static_cast<long>(i) * C + c0 + b;
-      float v = 0.f;
-      if (row < R && c0 + b < C) {
-        if (row >= N) {
-          v = P.pre_weight[(row - N) * D + col];
-        } else if (s.has_router) {
-          v = P.router_weight[row * D + col];
-        }
-      }
-      wnext[u] = v;
-    }
-  };
-  fetch(0);
-  for (int i = 0; i < N; ++i) {
-    __syncthreads();  // dzT written (first stream) / the previous stream's wt no longer read
-#pragma unroll
-    for (int u = 0; u < kW; ++u) {
-      const int e = threadIdx.x + u * kThreads;
-      if (e < R * kTileC) wt[e / kTileC][e % kTileC] = wnext[u];
-    }
-    __syncthreads();
-    // The epilogue's loads of the 4 tokens are issued before the FMAs, so they are in flight
-    // during them (sampled stalls: half the kernel waited on these loads after the FMAs).
-    float x[4][4], d[4][4], g[4][4];
-#pragma unroll
-    for (int a = 0; a < 4; ++a) {
-      const long tok = tok0 + 4 * ty + a;
-      if (tok >= n || ch >= C) continue;
-      const long e = tok * D + static_cast<long>(i) * C + ch;
-      load4(X_in + e, vec, valid, x[a]);
-      load4(dX + e, vec, valid, d[a]);
-      load4(du + tok * C + ch, vec, valid, g[a]);
-    }
-    float gln[4][4], gy[4][4];
-#pragma unroll
-    for (int a = 0; a < 4; ++a)
-#pragma unroll
-      for (int b = 0; b < 4; ++b) gln[a][b] = gy[a][b] = 0.f;
-    for (int row = 0; row < N; ++row) {
-      const float4 zr = *reinterpret_cast<const float4*>(&dzT[row][4 * ty]);
-      const float4 wr = *reinterpret_cast<const float4*>(&wt[row][4 * tx]);
-      const float4 zp = *reinterpret_cast<const float4*>(&dzT[N + row][4 * ty]);
-      const float4 wp = *reinterpret_cast<const float4*>(&wt[N + row][4 * tx]);
-      const float zrv[4] = {zr.x, zr.y, zr.z, zr.w}, wrv[4] = {wr.x, wr.y, wr.z, wr.w};
-      const float zpv[4] = {zp.x, zp.y, zp.z, zp.w}, wpv[4] = {wp.x, wp.y, wp.z, wp.w};
-#pragma unroll
-      for (int a = 0; a < 4; ++a)
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          gln[a][b] += zrv[a] * wrv[b];
-          gy[a][b] += zpv[a] * wpv[b];
-        }
-    }
-    if (i + 1 < N) fetch(i + 1);  // in flight during the epilogue and the next barrier
-    if (ch >= C) continue;
-#pragma unroll
-    for (int a = 0; a < 4; ++a) {
-      const long tok = tok0 + 4 * ty + a;
-      if (tok >= n) continue;
-      const float* st4 = c.stats + tok * 4;
-      const float* cr = c.corr + tok * 4;
-      const float mean = st4[0], rstd_ln = st4[1], rstd = st4[2], hp = c.hpre[tok * N + i];
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        d[a][b] += hp * g[a][b] + rstd * (gy[a][b] - x[a][b] * rstd * cr[0]);
-        if (s.has_router) {
-          const float ln = (x[a][b] - mean) * rstd_ln;
-          d[a][b] += rstd_ln * (gln[a][b] - cr[1] - ln * cr[2]);
-        }
-      }
-      store4(dX + tok * D + static_cast<long>(i) * C + ch, vec, valid, d[a]);
-    }
+    for (int v = 0; v < V; ++v) d[v] += h * g[v] + a * x[v] + b;
+    store_v<V>(d_row + e, d);
   }
 }
 
 }  // namespace
 
 int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
-                           const bf16_t* du, bf16_t* dX, XhcDevCache* c, void* stream) {
+                           const bf16_t* du, bf16_t* dX, XhcDevCache* c, void* cublas,
+                           void* stream) {
   XHC_TRY(XhcCheckShape(s));
   cudaStream_t st = as_stream(stream);
   if (s.C % 8 == 0) {
@@ -421,13 +402,33 @@ int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_
     const dim3 grid(ceil_div(s.C, kTileC), ceil_div(s.tokens(), kTileT));
     input_active_kernel<<<grid, kThreads, 0, st>>>(s, P, X_in, dX, *c);
     XHC_LAUNCH_CHECK();
-    if (s.N <= 16) {
-      input_dense_kernel<32><<<grid, kThreads, 0, st>>>(s, P, X_in, du, dX, *c);
+    const long n = s.tokens(), D = s.D();
+    const int N = s.N, R = 2 * N;
+    if (s.C % 8 == 0) {
+      dense_apply_kernel<8><<<n, kThreads, 0, st>>>(s, X_in, du, dX, *c);
     } else {
-      input_dense_kernel<2 * kMaxStreams><<<grid, kThreads, 0, st>>>(s, P, X_in, du, dX, *c);
+      dense_apply_kernel<1><<<n, kThreads, 0, st>>>(s, X_in, du, dX, *c);
     }
     XHC_LAUNCH_CHECK();
-    return 0;
+    dense_split_kernel<<<std::min<long>(ceil_div(long(R) * D, kThreads), 4096), kThreads, 0, st>>>(
+        s.has_router ? P.router_weight : nullptr, P.pre_weight, N, D, c->wsplit);
+    XHC_LAUNCH_CHECK();
+    // gemm_out is the forward's scratch; here it holds Z (n, 3R) bf16 (its n * 4N floats
+    // are n * 8N >= n * 6N bf16).
+    bf16_t* Z = reinterpret_cast<bf16_t*>(c->gemm_out);
+    const int per_block = std::max(1, kThreads / R);
+    dense_coef_kernel<<<ceil_div(n, per_block), dim3(R, per_block), 0, st>>>(s, P, *c, Z);
+    XHC_LAUNCH_CHECK();
+    cublasHandle_t h = static_cast<cublasHandle_t>(cublas);
+    cublasStatus_t e = cublasSetStream(h, st);
+    if (e != CUBLAS_STATUS_SUCCESS) return kXhcErrCublasBase + static_cast<int>(e);
+    const float one = 1.f;
+    // Column-major: dX^T (D x n) += wsplit^T (D x 3R; wsplit row-major (3R, D)) . Z^T (3R x n).
+    e = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(D), static_cast<int>(n),
+                     3 * R, &one, c->wsplit, CUDA_R_16BF, static_cast<int>(D), Z, CUDA_R_16BF,
+                     3 * R, &one, dX, CUDA_R_16BF, static_cast<int>(D), CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT);
+    return e == CUBLAS_STATUS_SUCCESS ? 0 : kXhcErrCublasBase + static_cast<int>(e);
   }
   // k > 4: one pass per 16 tokens x 32 channels (its per-thread tiles would not fit).
   const dim3 grid(ceil_div(s.tokens(), kTM), ceil_div(s.C, kTC));

@@ -77,7 +77,7 @@ std::vector<std::pair<std::string, std::pair<uintptr_t, size_t>>> Arrays(const X
       {"dout_f", {at(c.dout_f), n * C * f}},
       {"xa", {at(c.xa), n * k * C * h}},
       {"coef", {at(c.coef), n * std::max(2 * N, Q) * h}},
-      {"wsplit", {at(c.wsplit), 2 * std::max(2 * N * N * C, Q * k * C) * h}},
+      {"wsplit", {at(c.wsplit), std::max(6 * N * N * C, 2 * Q * k * C) * h}},
       {"gemm_out", {at(c.gemm_out), n * std::max(4 * N, 2 * Q) * f}},
       {"conv_part", {at(c.conv_part), chunks * taps * C * f}},
   };

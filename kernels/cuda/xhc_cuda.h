@@ -133,8 +133,10 @@ struct XhcDevCache {
   bf16_t* xa = nullptr;      // (n, k, C) active streams of X_in, gathered by XhcPreLaunch
                              // for its res / post GEMM and read again by the weight gradient
   bf16_t* coef = nullptr;    // (n, max(2N, Q)) GEMM coefficients (weight gradients)
-  bf16_t* wsplit = nullptr;  // (2 max(2N N C, Q k C)) bf16 hi / lo rows of the map weights
-  float* gemm_out = nullptr; // (n, max(4N, 2Q)) the forward projections' GEMM output
+  bf16_t* wsplit = nullptr;  // (max(6N N C, 2 Q k C)) bf16 hi / lo rows of the map weights
+                             // (the forward: hi, lo; the input gradient: hi, lo, hi)
+  float* gemm_out = nullptr; // (n, max(4N, 2Q)) the forward projections' GEMM output; the
+                             // input gradient's (n, 6N) bf16 GEMM coefficients
   float* conv_part = nullptr; // (B ceil(T / 64), sum kappa_j, C) per-chunk conv weight grads
 };
 size_t XhcCacheBytes(const XhcShape& s);
@@ -154,9 +156,11 @@ int XhcPostLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* out, b
 int XhcBackwardOutLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
                          const bf16_t* out, const bf16_t* dX_new, XhcDevCache* cache,
                          bf16_t* d_out, void* stream);
-// Input gradient, second half: dX (in dX_new, out d loss / d X_in) given du (n, C).
+// Input gradient, second half: dX (in dX_new, out d loss / d X_in) given du (n, C). For
+// k <= 4 the read / router map term runs on cuBLAS (`cublas`, a cublasHandle_t).
 int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
-                           const bf16_t* du, bf16_t* dX, XhcDevCache* cache, void* stream);
+                           const bf16_t* du, bf16_t* dX, XhcDevCache* cache, void* cublas,
+                           void* stream);
 // Weight gradients (cuBLAS for the two big projections), accumulated into G. Reads
 // cache->xa as XhcPreLaunch left it.
 int XhcBackwardWeightsLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,

@@ -444,7 +444,7 @@ static void CacheSizes(const XhcShape& s, size_t* sz) {
   sz[i++] = n * C * f;            // dout_f
   sz[i++] = n * k * C * h;        // xa
   sz[i++] = n * coef_cols * h;    // coef
-  sz[i++] = std::max<size_t>(4 * N * N * C, 2 * Q * k * C) * h;  // wsplit
+  sz[i++] = std::max<size_t>(6 * N * N * C, 2 * Q * k * C) * h;  // wsplit
   sz[i++] = n * std::max<size_t>(4 * N, 2 * Q) * f;              // gemm_out
   size_t taps = 0;
   for (int j = 0; j < s.r; ++j) taps += s.kernels[j];

@@ -200,7 +200,7 @@ void Bench() {
                   TimeMs([&] { TRY(XhcBackwardOutLaunch(s, P, Xin, out, dXnew, &cache, dout, nullptr)); }, reps),
                   n * (2 * (2 * k * C + C + r * C + C) + 4 * 2 * (C + r * C))});
   rows.push_back({"backward input (I.2)",
-                  TimeMs([&] { TRY(XhcBackwardInputLaunch(s, P, Xin, u, dX, &cache, nullptr)); }, reps),
+                  TimeMs([&] { TRY(XhcBackwardInputLaunch(s, P, Xin, u, dX, &cache, blas, nullptr)); }, reps),
                   n * 2 * (3 * N * C + 2 * C)});
   rows.push_back({"backward weights (W)",
                   TimeMs([&] { TRY(XhcBackwardWeightsLaunch(s, P, Xin, out, &cache, Gd, blas, nullptr)); }, reps),

@@ -189,7 +189,7 @@ std::vector<Result> CheckXhc(const XhcCase& cs, uint64_t seed) {
   if (err == 0) err = XhcBackwardOutLaunch(s, DP, dXin.as<bf16_t>(), out_d.as<bf16_t>(),
                                            dXnew.as<bf16_t>(), &dc, dout_d.as<bf16_t>(), nullptr);
   if (err == 0) err = XhcBackwardInputLaunch(s, DP, dXin.as<bf16_t>(), du_d.as<bf16_t>(),
-                                             dX.as<bf16_t>(), &dc, nullptr);
+                                             dX.as<bf16_t>(), &dc, blas, nullptr);
   if (err == 0) err = XhcBackwardWeightsLaunch(s, DP, dXin.as<bf16_t>(), out_d.as<bf16_t>(),
                                                &dc, DG, blas, nullptr);
   if (err == 0) err = Synchronize();
