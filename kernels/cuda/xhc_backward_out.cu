@@ -12,6 +12,8 @@
 //                          (channel, 64 tokens).
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -21,17 +23,40 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-template <int MK, int K>
-__global__ void __launch_bounds__(kThreads)
+// CPT > 0: this thread's channels (tid + m * kThreads, m < CPT, C <= CPT * kThreads) keep
+// d aug and v_0..v_r in registers through both phases: every value a thread stores is read
+// back only by that thread, so nothing needs to be shared. The shared-memory version
+// (CPT = 0, any C) held 2 K C floats per token block (64 KiB at C = 2048, K = 4): 3 blocks
+// per SM, and its six Gram-Schmidt block reductions waited on each other at that occupancy
+// (PERF.md 9).
+template <int MK, int K, int CPT>
+__global__ void __launch_bounds__(kThreads, CPT > 0 ? 2 : 1)
     post_backward_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
                          const bf16_t* __restrict__ out, const bf16_t* __restrict__ dX_new,
                          XhcDevCache c, bf16_t* __restrict__ d_out) {
   constexpr int NA = MK * K + MK * MK;  // dot(aug_q, dA_j), then dot(dA_j, Xa_j')
-  extern __shared__ float dyn[];        // daug (K, C), then v_0..v_r (K, C), when K > 1
+  extern __shared__ float dyn[];        // CPT = 0, K > 1: daug (K, C), then v_0..v_r (K, C)
   __shared__ float hp[MK * K], hr[MK * MK], p[MK], dots[NA], wred[kWarps][NA], red[32];
   __shared__ int idx[MK];
   const long tok = blockIdx.x;
-  const int k = s.k, C = s.C, N = s.N, r = s.r, kk = k * k, Q = s.Q();
+  const int k = s.k, C = s.C, N = s.N, kk = k * k, Q = s.Q();
+  constexpr int kRegCh = CPT > 0 ? CPT : 1;
+  float dreg[K][kRegCh], vreg[K][kRegCh];
+  const int M = CPT > 0 ? CPT : (C + kThreads - 1) / kThreads;
+  auto dref = [&](int q, int m) -> float& {
+    if constexpr (CPT > 0) {
+      return dreg[q][m];
+    } else {
+      return dyn[q * C + threadIdx.x + m * kThreads];
+    }
+  };
+  auto vref = [&](int q, int m) -> float& {
+    if constexpr (CPT > 0) {
+      return vreg[q][m];
+    } else {
+      return dyn[(K + q) * C + threadIdx.x + m * kThreads];
+    }
+  };
   if (threadIdx.x < k * K) hp[threadIdx.x] = c.hpost[tok * k * K + threadIdx.x];
   if (threadIdx.x < kk) hr[threadIdx.x] = c.hres[tok * kk + threadIdx.x];
   if (threadIdx.x < k) {
@@ -43,7 +68,10 @@ __global__ void __launch_bounds__(kThreads)
   float acc[NA];
 #pragma unroll
   for (int q = 0; q < NA; ++q) acc[q] = 0.f;
-  for (int ch = threadIdx.x; ch < C; ch += kThreads) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const int ch = threadIdx.x + m * kThreads;
+    if (ch >= C) break;
     float a[MK], xa[MK], v[K];
 #pragma unroll
     for (int j = 0; j < MK; ++j) {
@@ -52,10 +80,10 @@ __global__ void __launch_bounds__(kThreads)
     }
     v[0] = ld(out + tok * C + ch);
 #pragma unroll
-    for (int q = 1; q < K; ++q) v[q] = ld(c.aug + (tok * r + q - 1) * C + ch);
+    for (int q = 1; q < K; ++q) v[q] = ld(c.aug + (tok * (K - 1) + q - 1) * C + ch);
     if (K > 1) {
 #pragma unroll
-      for (int q = 0; q < K; ++q) dyn[(K + q) * C + ch] = v[q];  // for the GS backward
+      for (int q = 0; q < K; ++q) vref(q, m) = v[q];  // for the GS backward
     }
 #pragma unroll
     for (int j = 0; j < MK; ++j) {
@@ -72,7 +100,7 @@ __global__ void __launch_bounds__(kThreads)
       if (K == 1) {
         st(d_out + tok * C + ch, d);
       } else {
-        dyn[q * C + ch] = d;
+        dref(q, m) = d;
       }
     }
   }
@@ -100,37 +128,49 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   if (K == 1) return;
-  __syncthreads();
-  // Gram-Schmidt backward: dyn[j*C..] holds dv_j and becomes dg_j. g before subtracting its
-  // v_i component is v_j + sum_{i' = i}^{j-1} coef_{j,i'} v_i' (rebuilt, not stored).
-  // v_i from shared memory (stored by this thread for its own channels in the first pass),
-  // and the token's coefficients and norms staged once.
+  // Gram-Schmidt backward: dref(j, .) holds dv_j and becomes dg_j. g before subtracting its
+  // v_i component is v_j + sum_{i' = i}^{j-1} coef_{j,i'} v_i' (rebuilt, not stored). Each
+  // thread reads back only the channels it stored in the first pass; the token's
+  // coefficients and norms are staged once (r = K - 1, XhcCheckShape).
+  constexpr int r = K - 1;
   __shared__ float gs[(kMaxK - 1) * kMaxK];
   if (threadIdx.x < r * r + r) gs[threadIdx.x] = c.gs[tok * (r * r + r) + threadIdx.x];
   __syncthreads();
-  const float* vs = dyn + K * C;
-  auto vload = [&](int i, int ch) { return vs[i * C + ch]; };
+#pragma unroll
   for (int j = r; j >= 1; --j) {
     if (s.gram_schmidt) {
+#pragma unroll
       for (int i = j - 1; i >= 0; --i) {
         const float coef = gs[(j - 1) * r + i], S = gs[r * r + i];
         float a = 0.f;
-        for (int ch = threadIdx.x; ch < C; ch += kThreads) a += dyn[j * C + ch] * vload(i, ch);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          if (threadIdx.x + m * kThreads < C) a += dref(j, m) * vref(i, m);
+        }
         a = block_sum(a, red);
-        for (int ch = threadIdx.x; ch < C; ch += kThreads) {
-          float gb = vload(j, ch);
-          for (int i2 = i; i2 < j; ++i2) gb += gs[(j - 1) * r + i2] * vload(i2, ch);
-          const float vi = vload(i, ch), cur = dyn[j * C + ch];
-          dyn[i * C + ch] += -coef * cur - a * (gb / S - 2.f * coef * vi / S);
-          dyn[j * C + ch] = cur - a * vi / S;
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          if (threadIdx.x + m * kThreads >= C) break;
+          float gb = vref(j, m);
+#pragma unroll
+          for (int i2 = i; i2 < j; ++i2) gb += gs[(j - 1) * r + i2] * vref(i2, m);
+          const float vi = vref(i, m), cur = dref(j, m);
+          dref(i, m) += -coef * cur - a * (gb / S - 2.f * coef * vi / S);
+          dref(j, m) = cur - a * vi / S;
         }
       }
     }
-    for (int ch = threadIdx.x; ch < C; ch += kThreads) {
-      c.dg[(tok * r + j - 1) * C + ch] = dyn[j * C + ch];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const int ch = threadIdx.x + m * kThreads;
+      if (ch < C) c.dg[(tok * r + j - 1) * C + ch] = dref(j, m);
     }
   }
-  for (int ch = threadIdx.x; ch < C; ch += kThreads) c.dout_f[tok * C + ch] = dyn[ch];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const int ch = threadIdx.x + m * kThreads;
+    if (ch < C) c.dout_f[tok * C + ch] = dref(0, m);
+  }
 }
 
 // One thread per token: dz_map[0, kk) holds d loss / d Hres on entry and d loss / d z_res on
@@ -268,17 +308,45 @@ __global__ void conv_input_grad_kernel(XhcShape s, XhcDevParams P, XhcDevCache c
   }
 }
 
-template <int MK, int K>
-int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
-                       const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
-                       cudaStream_t st) {
-  const size_t smem = sizeof(float) * (K > 1 ? 2 * K * s.C : 1);
-  auto kernel = post_backward_kernel<MK, K>;
+template <int MK, int K, int CPT>
+int LaunchPostBackwardCpt(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
+                          const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c,
+                          bf16_t* d_out, cudaStream_t st) {
+  const size_t smem = sizeof(float) * (K > 1 && CPT == 0 ? 2 * K * s.C : 1);
+  auto kernel = post_backward_kernel<MK, K, CPT>;
   XHC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
   kernel<<<s.tokens(), kThreads, smem, st>>>(s, P, X_in, out, dX_new, *c, d_out);
   XHC_LAUNCH_CHECK();
   return 0;
+}
+
+// XHC_CUDA_POST_BACKWARD=shared forces the shared-memory version (an A/B switch for the
+// device check's timing; the registers' version is the default where it applies).
+bool RegistersOff() {
+  static const bool off = [] {
+    const char* v = std::getenv("XHC_CUDA_POST_BACKWARD");
+    return v != nullptr && std::string(v) == "shared";
+  }();
+  return off;
+}
+
+// Registers for the channels when each thread has at most 8 (C <= 2048), else shared memory.
+template <int MK, int K>
+int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
+                       const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
+                       cudaStream_t st) {
+  if constexpr (K == 1) {  // no Gram-Schmidt history to hold
+    return LaunchPostBackwardCpt<MK, K, 0>(s, P, X_in, out, dX_new, c, d_out, st);
+  } else {
+    const int per = ceil_div(s.C, kThreads);
+    if (per > 8 || RegistersOff()) {
+      return LaunchPostBackwardCpt<MK, K, 0>(s, P, X_in, out, dX_new, c, d_out, st);
+    }
+    if (per <= 2) return LaunchPostBackwardCpt<MK, K, 2>(s, P, X_in, out, dX_new, c, d_out, st);
+    if (per <= 4) return LaunchPostBackwardCpt<MK, K, 4>(s, P, X_in, out, dX_new, c, d_out, st);
+    return LaunchPostBackwardCpt<MK, K, 8>(s, P, X_in, out, dX_new, c, d_out, st);
+  }
 }
 
 template <int MK>

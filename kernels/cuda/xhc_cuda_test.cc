@@ -50,7 +50,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"wide_k8_N32", 1, 17, 32, 8, 2, 264, false, false, true},
                       Case{"mlp_C512", 2, 64, 16, 4, 2, 512, true, false, true},
                       Case{"mlp_conv_chunks", 2, 150, 16, 4, 2, 40, true, false, true},
-                      Case{"wide_N32_k4", 1, 10, 32, 4, 2, 24, false, false, true}),
+                      Case{"wide_N32_k4", 1, 10, 32, 4, 2, 24, false, false, true},
+                      Case{"mlp_C2048_registers", 1, 12, 16, 4, 2, 2048, true, false, true},
+                      Case{"mlp_C1032_register_tail", 1, 10, 16, 4, 2, 1032, true, false, true},
+                      Case{"mlp_C2056_shared", 1, 6, 16, 4, 2, 2056, true, false, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

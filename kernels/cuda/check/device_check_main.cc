@@ -83,6 +83,9 @@ int RunCorrectness() {
   add(2, 64, 16, 4, 2, 512, true, false, true);
   add(2, 150, 16, 4, 2, 40, true, false, true);  // 3 conv chunks per sequence, token tails
   add(1, 10, 32, 4, 2, 24, false, false, true);  // N > 16 with k <= 4: the wide dense tiles
+  add(1, 12, 16, 4, 2, 2048, true, false, true);  // 8 channels per thread in registers
+  add(1, 10, 16, 4, 2, 1032, true, false, true);  // the same, with a channel tail
+  add(1, 6, 16, 4, 2, 2056, true, false, true);   // past the registers: shared memory
   std::vector<check::Result> all;
   for (const auto& c : cases) {
     for (auto& r : check::CheckXhc(c, 1)) all.push_back(r);
