@@ -12,8 +12,6 @@
 //                          (channel, 64 tokens).
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -23,40 +21,20 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-// CPT > 0: this thread's channels (tid + m * kThreads, m < CPT, C <= CPT * kThreads) keep
-// d aug and v_0..v_r in registers through both phases: every value a thread stores is read
-// back only by that thread, so nothing needs to be shared. The shared-memory version
-// (CPT = 0, any C) held 2 K C floats per token block (64 KiB at C = 2048, K = 4): 3 blocks
-// per SM, and its six Gram-Schmidt block reductions waited on each other at that occupancy
-// (PERF.md 9).
-template <int MK, int K, int CPT>
-__global__ void __launch_bounds__(kThreads, CPT > 0 ? 2 : 1)
+template <int MK, int K>
+__global__ void __launch_bounds__(kThreads)
     post_backward_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
                          const bf16_t* __restrict__ out, const bf16_t* __restrict__ dX_new,
                          XhcDevCache c, bf16_t* __restrict__ d_out) {
   constexpr int NA = MK * K + MK * MK;  // dot(aug_q, dA_j), then dot(dA_j, Xa_j')
-  extern __shared__ float dyn[];        // CPT = 0, K > 1: daug (K, C), then v_0..v_r (K, C)
+  // K > 1: daug (K, C) float32, then v_0..v_r (K, C) bf16 (they are bf16 in global memory,
+  // so nothing is lost; 48 rather than 64 KiB per block at C = 2048: 4 blocks per SM, not 3).
+  extern __shared__ float dyn[];
   __shared__ float hp[MK * K], hr[MK * MK], p[MK], dots[NA], wred[kWarps][NA], red[32];
   __shared__ int idx[MK];
   const long tok = blockIdx.x;
-  const int k = s.k, C = s.C, N = s.N, kk = k * k, Q = s.Q();
-  constexpr int kRegCh = CPT > 0 ? CPT : 1;
-  float dreg[K][kRegCh], vreg[K][kRegCh];
-  const int M = CPT > 0 ? CPT : (C + kThreads - 1) / kThreads;
-  auto dref = [&](int q, int m) -> float& {
-    if constexpr (CPT > 0) {
-      return dreg[q][m];
-    } else {
-      return dyn[q * C + threadIdx.x + m * kThreads];
-    }
-  };
-  auto vref = [&](int q, int m) -> float& {
-    if constexpr (CPT > 0) {
-      return vreg[q][m];
-    } else {
-      return dyn[(K + q) * C + threadIdx.x + m * kThreads];
-    }
-  };
+  const int k = s.k, C = s.C, N = s.N, r = s.r, kk = k * k, Q = s.Q();
+  bf16_t* vsh = reinterpret_cast<bf16_t*>(dyn + K * C);
   if (threadIdx.x < k * K) hp[threadIdx.x] = c.hpost[tok * k * K + threadIdx.x];
   if (threadIdx.x < kk) hr[threadIdx.x] = c.hres[tok * kk + threadIdx.x];
   if (threadIdx.x < k) {
@@ -68,10 +46,7 @@ __global__ void __launch_bounds__(kThreads, CPT > 0 ? 2 : 1)
   float acc[NA];
 #pragma unroll
   for (int q = 0; q < NA; ++q) acc[q] = 0.f;
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const int ch = threadIdx.x + m * kThreads;
-    if (ch >= C) break;
+  for (int ch = threadIdx.x; ch < C; ch += kThreads) {
     float a[MK], xa[MK], v[K];
 #pragma unroll
     for (int j = 0; j < MK; ++j) {
@@ -80,10 +55,10 @@ __global__ void __launch_bounds__(kThreads, CPT > 0 ? 2 : 1)
     }
     v[0] = ld(out + tok * C + ch);
 #pragma unroll
-    for (int q = 1; q < K; ++q) v[q] = ld(c.aug + (tok * (K - 1) + q - 1) * C + ch);
+    for (int q = 1; q < K; ++q) v[q] = ld(c.aug + (tok * r + q - 1) * C + ch);
     if (K > 1) {
 #pragma unroll
-      for (int q = 0; q < K; ++q) vref(q, m) = v[q];  // for the GS backward
+      for (int q = 0; q < K; ++q) st(vsh + q * C + ch, v[q]);  // for the GS backward
     }
 #pragma unroll
     for (int j = 0; j < MK; ++j) {
@@ -100,77 +75,70 @@ __global__ void __launch_bounds__(kThreads, CPT > 0 ? 2 : 1)
       if (K == 1) {
         st(d_out + tok * C + ch, d);
       } else {
-        dref(q, m) = d;
+        dyn[q * C + ch] = d;
       }
     }
   }
   block_sum_many<NA, kWarps>(acc, wred, dots, NA);
-  if (threadIdx.x == 0) {
+  // The map gradients from the dots, spread over the first warp (one thread doing them in
+  // turn kept the other 255 waiting at the next barrier).
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
     float* dz = c.dz_map + tok * Q;
-    float dp[MK];
-    for (int j = 0; j < k; ++j) {
-      dp[j] = 0.f;
-      for (int q = 0; q < K; ++q) {
-        const float dot = dots[j * K + q], h = hp[j * K + q];
-        dp[j] += h * dot;
-        dz[kk + j * K + q] = p[j] * dot * h * (1.f - 0.5f * h);  // H = 2 sigmoid(z)
-      }
-      // d loss / d Hres, which sinkhorn_backward_kernel turns into d loss / d z in place.
-      for (int jj = 0; jj < k; ++jj) dz[j * k + jj] = dots[MK * K + j * MK + jj];
+    for (int e = lane; e < k * K; e += 32) {
+      const int j = e / K;
+      const float h = hp[e];
+      dz[kk + e] = p[j] * dots[e] * h * (1.f - 0.5f * h);  // H = 2 sigmoid(z)
     }
-    float* dzp = c.dz_proj + tok * 2 * N;
-    for (int i = 0; i < N; ++i) dzp[i] = 0.f;
-    if (s.has_router) {
-      for (int j = s.m; j < k; ++j) {  // p_j = s_idx_j = sigmoid(z_router)
-        const float si = c.s[tok * N + idx[j]];
-        dzp[idx[j]] += dp[j] * si * (1.f - si);
+    // d loss / d Hres, which the Sinkhorn backward turns into d loss / d z in place.
+    for (int e = lane; e < kk; e += 32) dz[e] = dots[MK * K + (e / k) * MK + e % k];
+    // d loss / d z_router: p_j = s_idx_j = sigmoid(z_router) for the routed slots j >= m;
+    // the active streams are distinct, so each stream gets at most one term.
+    if (lane < N) {
+      float g = 0.f;
+      if (s.has_router) {
+        for (int j = s.m; j < k; ++j) {
+          if (idx[j] != lane) continue;
+          float dp = 0.f;
+          for (int q = 0; q < K; ++q) dp += hp[j * K + q] * dots[j * K + q];
+          const float si = c.s[tok * N + lane];
+          g += dp * si * (1.f - si);
+        }
       }
+      c.dz_proj[tok * 2 * N + lane] = g;
     }
   }
   if (K == 1) return;
-  // Gram-Schmidt backward: dref(j, .) holds dv_j and becomes dg_j. g before subtracting its
-  // v_i component is v_j + sum_{i' = i}^{j-1} coef_{j,i'} v_i' (rebuilt, not stored). Each
-  // thread reads back only the channels it stored in the first pass; the token's
-  // coefficients and norms are staged once (r = K - 1, XhcCheckShape).
-  constexpr int r = K - 1;
+  __syncthreads();
+  // Gram-Schmidt backward: dyn[j*C..] holds dv_j and becomes dg_j. g before subtracting its
+  // v_i component is v_j + sum_{i' = i}^{j-1} coef_{j,i'} v_i' (rebuilt, not stored).
+  // v_i from shared memory (stored by this thread for its own channels in the first pass),
+  // and the token's coefficients and norms staged once.
   __shared__ float gs[(kMaxK - 1) * kMaxK];
   if (threadIdx.x < r * r + r) gs[threadIdx.x] = c.gs[tok * (r * r + r) + threadIdx.x];
   __syncthreads();
-#pragma unroll
+  auto vload = [&](int i, int ch) { return ld(vsh + i * C + ch); };
   for (int j = r; j >= 1; --j) {
     if (s.gram_schmidt) {
-#pragma unroll
       for (int i = j - 1; i >= 0; --i) {
         const float coef = gs[(j - 1) * r + i], S = gs[r * r + i];
         float a = 0.f;
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-          if (threadIdx.x + m * kThreads < C) a += dref(j, m) * vref(i, m);
-        }
+        for (int ch = threadIdx.x; ch < C; ch += kThreads) a += dyn[j * C + ch] * vload(i, ch);
         a = block_sum(a, red);
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-          if (threadIdx.x + m * kThreads >= C) break;
-          float gb = vref(j, m);
-#pragma unroll
-          for (int i2 = i; i2 < j; ++i2) gb += gs[(j - 1) * r + i2] * vref(i2, m);
-          const float vi = vref(i, m), cur = dref(j, m);
-          dref(i, m) += -coef * cur - a * (gb / S - 2.f * coef * vi / S);
-          dref(j, m) = cur - a * vi / S;
+        for (int ch = threadIdx.x; ch < C; ch += kThreads) {
+          float gb = vload(j, ch);
+          for (int i2 = i; i2 < j; ++i2) gb += gs[(j - 1) * r + i2] * vload(i2, ch);
+          const float vi = vload(i, ch), cur = dyn[j * C + ch];
+          dyn[i * C + ch] += -coef * cur - a * (gb / S - 2.f * coef * vi / S);
+          dyn[j * C + ch] = cur - a * vi / S;
         }
       }
     }
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const int ch = threadIdx.x + m * kThreads;
-      if (ch < C) c.dg[(tok * r + j - 1) * C + ch] = dref(j, m);
+    for (int ch = threadIdx.x; ch < C; ch += kThreads) {
+      c.dg[(tok * r + j - 1) * C + ch] = dyn[j * C + ch];
     }
   }
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const int ch = threadIdx.x + m * kThreads;
-    if (ch < C) c.dout_f[tok * C + ch] = dref(0, m);
-  }
+  for (int ch = threadIdx.x; ch < C; ch += kThreads) c.dout_f[tok * C + ch] = dyn[ch];
 }
 
 // One thread per token: dz_map[0, kk) holds d loss / d Hres on entry and d loss / d z_res on
@@ -308,45 +276,17 @@ __global__ void conv_input_grad_kernel(XhcShape s, XhcDevParams P, XhcDevCache c
   }
 }
 
-template <int MK, int K, int CPT>
-int LaunchPostBackwardCpt(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
-                          const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c,
-                          bf16_t* d_out, cudaStream_t st) {
-  const size_t smem = sizeof(float) * (K > 1 && CPT == 0 ? 2 * K * s.C : 1);
-  auto kernel = post_backward_kernel<MK, K, CPT>;
+template <int MK, int K>
+int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
+                       const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
+                       cudaStream_t st) {
+  const size_t smem = K > 1 ? (sizeof(float) + sizeof(bf16_t)) * K * s.C : sizeof(float);
+  auto kernel = post_backward_kernel<MK, K>;
   XHC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
   kernel<<<s.tokens(), kThreads, smem, st>>>(s, P, X_in, out, dX_new, *c, d_out);
   XHC_LAUNCH_CHECK();
   return 0;
-}
-
-// XHC_CUDA_POST_BACKWARD=shared forces the shared-memory version (an A/B switch for the
-// device check's timing; the registers' version is the default where it applies).
-bool RegistersOff() {
-  static const bool off = [] {
-    const char* v = std::getenv("XHC_CUDA_POST_BACKWARD");
-    return v != nullptr && std::string(v) == "shared";
-  }();
-  return off;
-}
-
-// Registers for the channels when each thread has at most 8 (C <= 2048), else shared memory.
-template <int MK, int K>
-int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
-                       const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
-                       cudaStream_t st) {
-  if constexpr (K == 1) {  // no Gram-Schmidt history to hold
-    return LaunchPostBackwardCpt<MK, K, 0>(s, P, X_in, out, dX_new, c, d_out, st);
-  } else {
-    const int per = ceil_div(s.C, kThreads);
-    if (per > 8 || RegistersOff()) {
-      return LaunchPostBackwardCpt<MK, K, 0>(s, P, X_in, out, dX_new, c, d_out, st);
-    }
-    if (per <= 2) return LaunchPostBackwardCpt<MK, K, 2>(s, P, X_in, out, dX_new, c, d_out, st);
-    if (per <= 4) return LaunchPostBackwardCpt<MK, K, 4>(s, P, X_in, out, dX_new, c, d_out, st);
-    return LaunchPostBackwardCpt<MK, K, 8>(s, P, X_in, out, dX_new, c, d_out, st);
-  }
 }
 
 template <int MK>
