@@ -151,8 +151,8 @@ __device__ inline void sinkhorn_backward(int k, int iters, const float* z, const
   dz[amax] -= total;  // the max is a function of z too
 }
 
-// V consecutive bf16 values as floats: one 16-byte load for V = 8 (caller guarantees
-// alignment: C % 8 == 0), scalar otherwise.
+// V consecutive bf16 values as floats: one 16-byte load for V = 8, one 8-byte load for V = 4
+// (caller guarantees alignment: C % V == 0), scalar otherwise.
 template <int V>
 __device__ __forceinline__ void load_v(const bf16_t* p, float* out) {
   if constexpr (V == 8) {
@@ -160,6 +160,15 @@ __device__ __forceinline__ void load_v(const bf16_t* p, float* out) {
     const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
+      const float2 f = __bfloat1622float2(h[i]);
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  } else if constexpr (V == 4) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
       const float2 f = __bfloat1622float2(h[i]);
       out[2 * i] = f.x;
       out[2 * i + 1] = f.y;
@@ -177,6 +186,12 @@ __device__ __forceinline__ void store_v(bf16_t* p, const float* in) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
     *reinterpret_cast<uint4*>(p) = raw;
+  } else if constexpr (V == 4) {
+    uint2 raw;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+    h[0] = __floats2bfloat162_rn(in[0], in[1]);
+    h[1] = __floats2bfloat162_rn(in[2], in[3]);
+    *reinterpret_cast<uint2*>(p) = raw;
   } else {
 #pragma unroll
     for (int i = 0; i < V; ++i) st(p + i, in[i]);

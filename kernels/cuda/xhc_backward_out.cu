@@ -12,6 +12,8 @@
 //                          (channel, 64 tokens).
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -21,8 +23,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-template <int MK, int K>
-__global__ void __launch_bounds__(kThreads)
+template <int MK, int K, int V, int MB>
+__global__ void __launch_bounds__(kThreads, MB)
     post_backward_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
                          const bf16_t* __restrict__ out, const bf16_t* __restrict__ dX_new,
                          XhcDevCache c, bf16_t* __restrict__ d_out) {
@@ -46,37 +48,54 @@ __global__ void __launch_bounds__(kThreads)
   float acc[NA];
 #pragma unroll
   for (int q = 0; q < NA; ++q) acc[q] = 0.f;
-  for (int ch = threadIdx.x; ch < C; ch += kThreads) {
-    float a[MK], xa[MK], v[K];
+  // V consecutive channels per step (C % V == 0): one 8-byte load per row instead of V
+  // scalar ones. The kernel was issue-bound (PERF.md 4: 1.19 G warp instructions, SM
+  // throughput 77%), most of them address arithmetic and scalar loads.
+  for (int c0 = threadIdx.x * V; c0 < C; c0 += kThreads * V) {
+    float xa[MK][V], v[K][V], d[K][V];
 #pragma unroll
     for (int j = 0; j < MK; ++j) {
-      a[j] = j < k ? ld(dX_new + tok * D + static_cast<long>(idx[j]) * C + ch) : 0.f;
-      xa[j] = j < k ? ld(X_in + tok * D + static_cast<long>(idx[j]) * C + ch) : 0.f;
-    }
-    v[0] = ld(out + tok * C + ch);
+      if (j < k) {
+        load_v<V>(X_in + tok * D + static_cast<long>(idx[j]) * C + c0, xa[j]);
+      } else {
 #pragma unroll
-    for (int q = 1; q < K; ++q) v[q] = ld(c.aug + (tok * r + q - 1) * C + ch);
+        for (int e = 0; e < V; ++e) xa[j][e] = 0.f;
+      }
+    }
+    load_v<V>(out + tok * C + c0, v[0]);
+#pragma unroll
+    for (int q = 1; q < K; ++q) load_v<V>(c.aug + (tok * r + q - 1) * C + c0, v[q]);
     if (K > 1) {
 #pragma unroll
-      for (int q = 0; q < K; ++q) st(vsh + q * C + ch, v[q]);  // for the GS backward
+      for (int q = 0; q < K; ++q) store_v<V>(vsh + q * C + c0, v[q]);  // exact: bf16 values
     }
+#pragma unroll
+    for (int q = 0; q < K; ++q)
+#pragma unroll
+      for (int e = 0; e < V; ++e) d[q][e] = 0.f;
 #pragma unroll
     for (int j = 0; j < MK; ++j) {
+      if (j >= k) continue;
+      float a[V];
+      load_v<V>(dX_new + tok * D + static_cast<long>(idx[j]) * C + c0, a);
 #pragma unroll
-      for (int q = 0; q < K; ++q) acc[j * K + q] += v[q] * a[j];
+      for (int e = 0; e < V; ++e) {
 #pragma unroll
-      for (int jj = 0; jj < MK; ++jj) acc[MK * K + j * MK + jj] += a[j] * xa[jj];
-    }
+        for (int q = 0; q < K; ++q) {
+          acc[j * K + q] += v[q][e] * a[e];
+          d[q][e] += p[j] * hp[j * K + q] * a[e];
+        }
 #pragma unroll
-    for (int q = 0; q < K; ++q) {
-      float d = 0.f;
-#pragma unroll
-      for (int j = 0; j < MK; ++j) if (j < k) d += p[j] * hp[j * K + q] * a[j];
-      if (K == 1) {
-        st(d_out + tok * C + ch, d);
-      } else {
-        dyn[q * C + ch] = d;
+        for (int jj = 0; jj < MK; ++jj) acc[MK * K + j * MK + jj] += a[e] * xa[jj][e];
       }
+    }
+    if (K == 1) {
+      store_v<V>(d_out + tok * C + c0, d[0]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < K; ++q)
+#pragma unroll
+        for (int e = 0; e < V; ++e) dyn[q * C + c0 + e] = d[q][e];
     }
   }
   block_sum_many<NA, kWarps>(acc, wred, dots, NA);
@@ -112,33 +131,53 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   // Gram-Schmidt backward: dyn[j*C..] holds dv_j and becomes dg_j. g before subtracting its
   // v_i component is v_j + sum_{i' = i}^{j-1} coef_{j,i'} v_i' (rebuilt, not stored).
-  // v_i from shared memory (stored by this thread for its own channels in the first pass),
-  // and the token's coefficients and norms staged once.
+  // v_i from shared memory (stored by this thread for its own channels in the first pass:
+  // every loop below walks the same V-channel groups per thread), and the token's
+  // coefficients and norms staged once.
   __shared__ float gs[(kMaxK - 1) * kMaxK];
   if (threadIdx.x < r * r + r) gs[threadIdx.x] = c.gs[tok * (r * r + r) + threadIdx.x];
   __syncthreads();
-  auto vload = [&](int i, int ch) { return ld(vsh + i * C + ch); };
   for (int j = r; j >= 1; --j) {
     if (s.gram_schmidt) {
       for (int i = j - 1; i >= 0; --i) {
         const float coef = gs[(j - 1) * r + i], S = gs[r * r + i];
         float a = 0.f;
-        for (int ch = threadIdx.x; ch < C; ch += kThreads) a += dyn[j * C + ch] * vload(i, ch);
+        for (int c0 = threadIdx.x * V; c0 < C; c0 += kThreads * V) {
+          float vi[V];
+          load_v<V>(vsh + i * C + c0, vi);
+#pragma unroll
+          for (int e = 0; e < V; ++e) a += dyn[j * C + c0 + e] * vi[e];
+        }
         a = block_sum(a, red);
-        for (int ch = threadIdx.x; ch < C; ch += kThreads) {
-          float gb = vload(j, ch);
-          for (int i2 = i; i2 < j; ++i2) gb += gs[(j - 1) * r + i2] * vload(i2, ch);
-          const float vi = vload(i, ch), cur = dyn[j * C + ch];
-          dyn[i * C + ch] += -coef * cur - a * (gb / S - 2.f * coef * vi / S);
-          dyn[j * C + ch] = cur - a * vi / S;
+        for (int c0 = threadIdx.x * V; c0 < C; c0 += kThreads * V) {
+          float gb[V], vi[V], w[V];
+          load_v<V>(vsh + j * C + c0, gb);
+          for (int i2 = i; i2 < j; ++i2) {
+            load_v<V>(vsh + i2 * C + c0, w);
+            const float cf = gs[(j - 1) * r + i2];
+#pragma unroll
+            for (int e = 0; e < V; ++e) gb[e] += cf * w[e];
+          }
+          load_v<V>(vsh + i * C + c0, vi);
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const float cur = dyn[j * C + c0 + e];
+            dyn[i * C + c0 + e] += -coef * cur - a * (gb[e] / S - 2.f * coef * vi[e] / S);
+            dyn[j * C + c0 + e] = cur - a * vi[e] / S;
+          }
         }
       }
     }
-    for (int ch = threadIdx.x; ch < C; ch += kThreads) {
-      c.dg[(tok * r + j - 1) * C + ch] = dyn[j * C + ch];
+    // Each thread reads back only the channels it wrote (no barrier needed before these).
+    for (int c0 = threadIdx.x * V; c0 < C; c0 += kThreads * V) {
+#pragma unroll
+      for (int e = 0; e < V; ++e) c.dg[(tok * r + j - 1) * C + c0 + e] = dyn[j * C + c0 + e];
     }
   }
-  for (int ch = threadIdx.x; ch < C; ch += kThreads) c.dout_f[tok * C + ch] = dyn[ch];
+  for (int c0 = threadIdx.x * V; c0 < C; c0 += kThreads * V) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) c.dout_f[tok * C + c0 + e] = dyn[c0 + e];
+  }
 }
 
 // One thread per token: dz_map[0, kk) holds d loss / d Hres on entry and d loss / d z_res on
@@ -281,7 +320,12 @@ int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X
                        const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
                        cudaStream_t st) {
   const size_t smem = K > 1 ? (sizeof(float) + sizeof(bf16_t)) * K * s.C : sizeof(float);
-  auto kernel = post_backward_kernel<MK, K>;
+  // 4 channels a step where the rows allow it (C % 4 == 0), else 1.
+  const char* ab = std::getenv("XHC_AB");  // TEMPORARY A/B
+  const std::string v = ab ? ab : "v4b2";
+  auto kernel = post_backward_kernel<MK, K, 1, 1>;
+  if (s.C % 4 == 0 && v == "v4b2") kernel = post_backward_kernel<MK, K, 4, 2>;
+  if (s.C % 4 == 0 && v == "v4b3") kernel = post_backward_kernel<MK, K, 4, 3>;
   XHC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
   kernel<<<s.tokens(), kThreads, smem, st>>>(s, P, X_in, out, dX_new, *c, d_out);
