@@ -12,8 +12,6 @@
 //                          (channel, 64 tokens).
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -23,6 +21,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
+// V channels a step; MB: the blocks per SM the registers must allow.
 template <int MK, int K, int V, int MB>
 __global__ void __launch_bounds__(kThreads, MB)
     post_backward_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
@@ -321,11 +320,10 @@ int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X
                        cudaStream_t st) {
   const size_t smem = K > 1 ? (sizeof(float) + sizeof(bf16_t)) * K * s.C : sizeof(float);
   // 4 channels a step where the rows allow it (C % 4 == 0), else 1.
-  const char* ab = std::getenv("XHC_AB");  // TEMPORARY A/B
-  const std::string v = ab ? ab : "v4b2";
-  auto kernel = post_backward_kernel<MK, K, 1, 1>;
-  if (s.C % 4 == 0 && v == "v4b2") kernel = post_backward_kernel<MK, K, 4, 2>;
-  if (s.C % 4 == 0 && v == "v4b3") kernel = post_backward_kernel<MK, K, 4, 3>;
+  // 4 channels a step where rows allow it, held to 3 blocks per SM (80 registers, a few
+  // spilled): the backward-out launch took 1.75 ms at the bench shape, against 2.01-2.02
+  // unbounded (107 registers, 2 blocks) and 2.06-2.07 one channel a step (PERF.md 10).
+  auto kernel = s.C % 4 == 0 ? post_backward_kernel<MK, K, 4, 3> : post_backward_kernel<MK, K, 1, 1>;
   XHC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
   kernel<<<s.tokens(), kThreads, smem, st>>>(s, P, X_in, out, dX_new, *c, d_out);
