@@ -198,6 +198,27 @@ __device__ __forceinline__ void store_v(bf16_t* p, const float* in) {
   }
 }
 
+// out: the rows of W = W0 (R0 rows; zero when W0 is null) over W1 (R1 rows), both row-major
+// with L columns, as bf16 hi (out[0, R L)) and lo = bf16(w - hi) (out[R L, 2 R L)), and, when
+// kBlocks = 3, hi again (out[2 R L, 3 R L)): a bf16 x bf16 GEMM against these blocks keeps
+// float32 accuracy (hi.hi + lo.hi for the forward's bf16 state; hi.hi + lo.hi + hi.lo with
+// the input gradient's coefficients split the same way).
+template <int kBlocks>
+__global__ void split_rows_kernel(const float* __restrict__ W0, int R0,
+                                  const float* __restrict__ W1, int R1, long L, bf16_t* out) {
+  static_assert(kBlocks == 2 || kBlocks == 3, "hi, lo[, hi]");
+  const long R = R0 + R1, total = R * L;
+  for (long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<long>(gridDim.x) * blockDim.x) {
+    const long row = e / L, col = e % L;
+    const float w = row < R0 ? (W0 ? W0[row * L + col] : 0.f) : W1[(row - R0) * L + col];
+    const __nv_bfloat16 hi = __float2bfloat16(w);
+    *reinterpret_cast<__nv_bfloat16*>(out + e) = hi;
+    st(out + total + e, w - __bfloat162float(hi));
+    if constexpr (kBlocks == 3) *reinterpret_cast<__nv_bfloat16*>(out + 2 * total + e) = hi;
+  }
+}
+
 inline int ceil_div(long a, long b) { return static_cast<int>((a + b - 1) / b); }
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 

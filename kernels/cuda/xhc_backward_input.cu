@@ -314,21 +314,6 @@ __global__ void __launch_bounds__(kThreads, 2)
 // (PERF.md 8); the GEMM's K of 96 is a sliver of tensor-core work, so both parts are
 // bandwidth passes over the state.
 
-// wsplit (3R, D): rows [hi(Wcat); lo(Wcat); hi(Wcat)].
-__global__ void dense_split_kernel(const float* __restrict__ Wr, const float* __restrict__ Wp,
-                                   int N, long D, bf16_t* out) {
-  const long R = 2 * N, total = R * D;
-  for (long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<long>(gridDim.x) * blockDim.x) {
-    const long row = e / D, col = e % D;
-    const float w = row < N ? (Wr ? Wr[row * D + col] : 0.f) : Wp[(row - N) * D + col];
-    const __nv_bfloat16 hi = __float2bfloat16(w);
-    *reinterpret_cast<__nv_bfloat16*>(out + e) = hi;
-    st(out + total + e, w - __bfloat162float(hi));
-    *reinterpret_cast<__nv_bfloat16*>(out + 2 * total + e) = hi;
-  }
-}
-
 // Z (n, 3R) bf16: per token [hi(z), hi(z), lo(z)], matching wsplit's three row blocks.
 __global__ void dense_coef_kernel(XhcShape s, XhcDevParams P, XhcDevCache c, bf16_t* Z) {
   const long tok = blockIdx.x * static_cast<long>(blockDim.y) + threadIdx.y;
@@ -410,8 +395,10 @@ int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_
       dense_apply_kernel<1><<<n, kThreads, 0, st>>>(s, X_in, du, dX, *c);
     }
     XHC_LAUNCH_CHECK();
-    dense_split_kernel<<<std::min<long>(ceil_div(long(R) * D, kThreads), 4096), kThreads, 0, st>>>(
-        s.has_router ? P.router_weight : nullptr, P.pre_weight, N, D, c->wsplit);
+    // wsplit (3R, D): rows [hi(Wcat); lo(Wcat); hi(Wcat)].
+    split_rows_kernel<3><<<std::min<long>(ceil_div(long(R) * D, kThreads), 4096), kThreads, 0,
+                           st>>>(s.has_router ? P.router_weight : nullptr, N, P.pre_weight, N,
+                                 D, c->wsplit);
     XHC_LAUNCH_CHECK();
     // gemm_out is the forward's scratch; here it holds Z (n, 3R) bf16 (its n * 4N floats
     // are n * 8N >= n * 6N bf16).

@@ -58,19 +58,6 @@ __global__ void __launch_bounds__(kThreads)
 // rows [0, R0) from W0 (zeros when W0 is null: mhc has no router), [R0, R0 + R1) from W1,
 // hi rows at out[0, R), lo rows at out[R, 2R). With bf16 operands both products are exact in
 // float32, so the tensor-core GEMM x . [hi; lo]^T summed pairwise is float32-accurate.
-__global__ void split_rows_kernel(const float* __restrict__ W0, int R0,
-                                  const float* __restrict__ W1, int R1, long L, bf16_t* out) {
-  const long R = R0 + R1, total = R * L;
-  for (long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<long>(gridDim.x) * blockDim.x) {
-    const long row = e / L, col = e % L;
-    const float w = row < R0 ? (W0 ? W0[row * L + col] : 0.f) : W1[(row - R0) * L + col];
-    const __nv_bfloat16 hi = __float2bfloat16(w);
-    *reinterpret_cast<__nv_bfloat16*>(out + e) = hi;
-    st(out + total + e, w - __bfloat162float(hi));
-  }
-}
-
 // out (n, 2R) float32 row-major = A (n, L) bf16 row-major (leading dimension lda) times the
 // split weights (2R, L)^T: column r + column R + r is the float32 projection on row r.
 int SplitGemm(cublasHandle_t h, cudaStream_t st, const bf16_t* A, long lda, const bf16_t* w,
@@ -514,7 +501,7 @@ int XhcPreLaunch(const XhcShape& s, const XhcDevParams& P, bf16_t* X, bf16_t* u,
     state_stats_kernel<1><<<n, kThreads, 0, st>>>(s, X, *c);
   }
   XHC_LAUNCH_CHECK();
-  split_rows_kernel<<<std::min(ceil_div(2L * N * D, kThreads), 4096), kThreads, 0, st>>>(
+  split_rows_kernel<2><<<std::min(ceil_div(2L * N * D, kThreads), 4096), kThreads, 0, st>>>(
       s.has_router ? P.router_weight : nullptr, N, P.pre_weight, N, D, c->wsplit);
   XHC_LAUNCH_CHECK();
   XHC_TRY(SplitGemm(h, st, X, D, c->wsplit, 2 * N, D, n, c->gemm_out));
@@ -527,7 +514,7 @@ int XhcPreLaunch(const XhcShape& s, const XhcDevParams& P, bf16_t* X, bf16_t* u,
     gather_active_kernel<1><<<n, kThreads, 0, st>>>(s, X, *c);
   }
   XHC_LAUNCH_CHECK();
-  split_rows_kernel<<<std::min(ceil_div(long(Q) * Da, kThreads), 4096), kThreads, 0, st>>>(
+  split_rows_kernel<2><<<std::min(ceil_div(long(Q) * Da, kThreads), 4096), kThreads, 0, st>>>(
       P.res_weight, kk, P.post_weight, Q - kk, Da, c->wsplit);
   XHC_LAUNCH_CHECK();
   XHC_TRY(SplitGemm(h, st, c->xa, Da, c->wsplit, Q, Da, n, c->gemm_out));
