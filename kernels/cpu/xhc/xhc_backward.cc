@@ -139,35 +139,59 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
   const int T = cache->T_len, n = cache->B * T, K = d.K, C = d.C, D = d.D();
   const float* const* conv_w = P.conv_weight.data();
   // Blocks of kSinkLanes tokens: the block's Sinkhorn backward runs once, 8 tokens wide.
-  constexpr int L = cpu::kSinkLanes;
-  const int num_blocks = (n + L - 1) / L;
+  // A thread takes kOutChunk tokens (whole blocks) at a time.
+  constexpr int L = cpu::kSinkLanes, kOutChunk = 4 * L;
+  const int num_chunks = (n + kOutChunk - 1) / kOutChunk;
+  // The convolution backward of token tok reads dg of tokens tok .. tok + widest - 1 of its
+  // sequence: ready once the chunk holding tok has run, unless they reach past its end.
+  const int widest = d.r > 0 ? *std::max_element(d.kernels.begin(), d.kernels.end()) : 0;
+  auto conv_inputs_before = [&](int tok, int end) {
+    return tok + std::min(widest, T - tok % T) <= end;
+  };
 #pragma omp parallel
   {
     OutScratch s(d, cfg.sinkhorn_iters);
-#pragma omp for schedule(dynamic, 2)
-    for (int blk = 0; blk < num_blocks; ++blk) {
-      const int b0 = blk * L, nb = std::min(L, n - b0);
-      for (int tok = b0; tok < b0 + nb; ++tok) {
-        TokenMapGrads(d, P, dX_new + static_cast<size_t>(tok) * D, tok, tok - b0, cache, &s);
-        if (d.r > 0) {  // recompute the Gram-Schmidt history from out = aug[0]
-          const int t = tok % T;
-          const float* aug_seq = cache->aug.data() + static_cast<size_t>(tok - t) * K * C;
-          cpu::ConvToken(d, conv_w, aug_seq, K * C, t, s.g.data());
-          std::memcpy(s.v.data(), aug_seq + static_cast<size_t>(t) * K * C, sizeof(float) * C);
-          cpu::GramSchmidtToken(d, cfg.gram_schmidt, s.g.data(), s.v.data(), s.hist.data());
-          cpu::GramSchmidtBackwardToken(d, cfg.gram_schmidt, s.v.data(), s.g.data(),
-                                        s.hist.data(), s.daug.data(),
-                                        cache->dg.data() + static_cast<size_t>(tok) * d.r * C);
+#pragma omp for schedule(dynamic, 1)
+    for (int chunk = 0; chunk < num_chunks; ++chunk) {
+      const int c0 = chunk * kOutChunk, c1 = std::min(n, c0 + kOutChunk);
+      for (int b0 = c0; b0 < c1; b0 += L) {
+        const int nb = std::min(L, c1 - b0);
+        for (int tok = b0; tok < b0 + nb; ++tok) {
+          TokenMapGrads(d, P, dX_new + static_cast<size_t>(tok) * D, tok, tok - b0, cache, &s);
+          if (d.r > 0) {  // recompute the Gram-Schmidt history from out = aug[0]
+            const int t = tok % T;
+            const float* aug_seq = cache->aug.data() + static_cast<size_t>(tok - t) * K * C;
+            cpu::ConvToken(d, conv_w, aug_seq, K * C, t, s.g.data());
+            std::memcpy(s.v.data(), aug_seq + static_cast<size_t>(t) * K * C, sizeof(float) * C);
+            cpu::GramSchmidtToken(d, cfg.gram_schmidt, s.g.data(), s.v.data(), s.hist.data());
+            cpu::GramSchmidtBackwardToken(d, cfg.gram_schmidt, s.v.data(), s.g.data(),
+                                          s.hist.data(), s.daug.data(),
+                                          cache->dg.data() + static_cast<size_t>(tok) * d.r * C);
+          }
+          std::memcpy(d_out + static_cast<size_t>(tok) * C, s.daug.data(), sizeof(float) * C);
         }
-        std::memcpy(d_out + static_cast<size_t>(tok) * C, s.daug.data(), sizeof(float) * C);
+        if (d.has_mix) BlockSinkhornBackward(cfg, d, b0, nb, cache, &s);
       }
-      if (d.has_mix) BlockSinkhornBackward(cfg, d, b0, nb, cache, &s);
+      // Convolution backward (out[t] fed g_j[t + tau] through w_j[tau], same sequence only)
+      // of the chunk's tokens whose dg rows all lie in the chunk, while they are in cache:
+      // all but its last widest - 1 (a separate pass over every token took 8 of bwd_out's
+      // 47 ms at xhc_bench's shape, PERF.md 93). The same calls in the same order per token
+      // as the pass below, so the same bits.
+      for (int tok = c0; tok < c1 && d.r > 0; ++tok) {
+        if (conv_inputs_before(tok, c1)) {
+          TokenConvBackward(d, conv_w, cache->dg.data(), T, tok, d_out);
+        }
+      }
     }
-    if (d.r > 0) {
-      // Convolution backward: out[t] fed g_j[t + tau] through w_j[tau], same sequence only.
+    if (d.r > 0) {  // the rest, once every chunk's dg is written (the barrier above)
 #pragma omp for schedule(dynamic, 16)
-      for (int tok = 0; tok < n; ++tok) {
-        TokenConvBackward(d, conv_w, cache->dg.data(), T, tok, d_out);
+      for (int chunk = 0; chunk < num_chunks; ++chunk) {
+        const int c0 = chunk * kOutChunk, c1 = std::min(n, c0 + kOutChunk);
+        for (int tok = std::max(c0, c1 - widest + 1); tok < c1; ++tok) {
+          if (!conv_inputs_before(tok, c1)) {
+            TokenConvBackward(d, conv_w, cache->dg.data(), T, tok, d_out);
+          }
+        }
       }
     }
   }
