@@ -269,6 +269,11 @@ TEST(XhcOpsTest, MatchesReferenceLongerSequencesAndVariants) {
   CompareCase({mhc, 2, 14, 37}, seed + 4);
   mhc.conv_kernels = {};
   CompareCase({mhc, 3, 3, 8}, seed + 5);
+  // More tokens than XhcBackwardOut's 32-token chunks, sequences across chunk boundaries:
+  // the convolution backward of a chunk's last tokens waits for the next chunk's dg (widest
+  // 12: 11 of them), the rest runs inside the chunk.
+  CompareCase({MakeCfg(16, 4, 2, true, {4, 8, 12}), 3, 29, 13}, seed + 6);
+  CompareCase({MakeCfg(8, 4, 2, true, {2, 5}), 5, 16, 9}, seed + 7);
 }
 
 TEST(XhcOpsTest, HcMatchesReference) {
