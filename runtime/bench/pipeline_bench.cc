@@ -22,10 +22,13 @@
 //
 //   bazel run //runtime/bench:pipeline_bench -- [--residual xhc] [--steps 14] [--warmup 4]
 //                                               [--repeats 1] [--side_by_side 1]
+//                                               [--schedules 1f1b,zb1p,dualpipe,dualpipev]
 //                                               [--out /tmp/xhc-pipeline-bench]
+// --schedules runs a subset (in the order given), e.g. one schedule's A/B of a change.
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +40,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "base/cpu_info.h"
 #include "base/median.h"
 #include "runtime/common/config.h"
@@ -53,6 +57,7 @@ struct Options {
   std::string residual = "xhc", out = "/tmp/xhc-pipeline-bench";
   int steps = 14, warmup = 4, repeats = 1;
   bool side_by_side = true;  // also two one-rank references at once (above)
+  std::vector<std::string> schedules = {"1f1b", "zb1p", "dualpipe", "dualpipev"};
 };
 
 std::string ReadAll(const std::string& path) {
@@ -176,7 +181,8 @@ std::string List(const std::vector<double>& v) {
 int Main(const Options& o, const std::string& xhc) {
   std::vector<std::string> rows;
   std::vector<double> one_rank;
-  for (const char* schedule : {"1f1b", "zb1p", "dualpipe", "dualpipev"}) {
+  for (const std::string& name : o.schedules) {
+    const char* schedule = name.c_str();
     // Per pair (the one-rank reference, then the R = 2 run): the reference runs right before
     // each R = 2 run, not once for all: this machine's speed drifts by 5-10% over the minutes
     // a whole bench takes, and a reference measured minutes earlier moved the ratios by as
@@ -271,7 +277,8 @@ int main(int argc, char** argv) {
   // Flags come in pairs; a lone one (--help included) gets the usage, not a silent default run.
   if (argc % 2 == 0) {
     std::fprintf(stderr, "usage: pipeline_bench [--residual TYPE] [--out DIR] [--steps S] "
-                         "[--warmup W] [--repeats K] [--side_by_side 0|1]\n");
+                         "[--warmup W] [--repeats K] [--side_by_side 0|1] "
+                         "[--schedules S1,S2,...]\n");
     return 2;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -287,6 +294,15 @@ int main(int argc, char** argv) {
         return 2;
       }
       o.side_by_side = v == "1";
+    } else if (!std::strcmp(argv[i], "--schedules")) {
+      o.schedules = absl::StrSplit(argv[i + 1], ',');
+      for (const std::string& name : o.schedules) {
+        if (name != "1f1b" && name != "zb1p" && name != "dualpipe" && name != "dualpipev") {
+          std::fprintf(stderr, "--schedules: unknown schedule '%s' (1f1b, zb1p, dualpipe, "
+                               "dualpipev)\n", name.c_str());
+          return 2;
+        }
+      }
     }
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
@@ -303,10 +319,14 @@ int main(int argc, char** argv) {
   }
   // The xhc binary beside this one in the runfiles (the workspace is named xhc; `bazel run`
   // also starts in that directory), else the workspace's bazel-bin.
+  // Under `bazel test` the runfiles tree is TEST_SRCDIR's instead.
   const std::string self = argv[0];
+  const char* test_srcdir = std::getenv("TEST_SRCDIR");
   std::string xhc;
-  for (const std::string& c : {self + ".runfiles/xhc/xhc", self + ".runfiles/__main__/xhc",
-                               std::string("bazel-bin/xhc")}) {
+  for (const std::string& c :
+       {self + ".runfiles/xhc/xhc", self + ".runfiles/__main__/xhc",
+        test_srcdir != nullptr ? absl::StrCat(test_srcdir, "/xhc/xhc") : std::string(),
+        std::string("bazel-bin/xhc")}) {
     if (std::filesystem::is_regular_file(c)) {
       xhc = c;
       break;
