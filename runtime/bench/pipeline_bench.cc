@@ -27,6 +27,7 @@
 // --schedules runs a subset (in the order given), e.g. one schedule's A/B of a change.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -53,11 +54,14 @@ namespace xhc {
 namespace {
 namespace fs = std::filesystem;
 
+// The schedules the targets name, in the order the bench runs them by default.
+const std::vector<std::string> kSchedules = {"1f1b", "zb1p", "dualpipe", "dualpipev"};
+
 struct Options {
   std::string residual = "xhc", out = "/tmp/xhc-pipeline-bench";
   int steps = 14, warmup = 4, repeats = 1;
   bool side_by_side = true;  // also two one-rank references at once (above)
-  std::vector<std::string> schedules = {"1f1b", "zb1p", "dualpipe", "dualpipev"};
+  std::vector<std::string> schedules = kSchedules;
 };
 
 std::string ReadAll(const std::string& path) {
@@ -297,9 +301,10 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--schedules")) {
       o.schedules = absl::StrSplit(argv[i + 1], ',');
       for (const std::string& name : o.schedules) {
-        if (name != "1f1b" && name != "zb1p" && name != "dualpipe" && name != "dualpipev") {
-          std::fprintf(stderr, "--schedules: unknown schedule '%s' (1f1b, zb1p, dualpipe, "
-                               "dualpipev)\n", name.c_str());
+        if (std::find(xhc::kSchedules.begin(), xhc::kSchedules.end(), name) ==
+            xhc::kSchedules.end()) {
+          std::fprintf(stderr, "--schedules: unknown schedule '%s' (%s)\n", name.c_str(),
+                       absl::StrJoin(xhc::kSchedules, ", ").c_str());
           return 2;
         }
       }
