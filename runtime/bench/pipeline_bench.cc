@@ -185,8 +185,7 @@ std::string List(const std::vector<double>& v) {
 int Main(const Options& o, const std::string& xhc) {
   std::vector<std::string> rows;
   std::vector<double> one_rank;
-  for (const std::string& name : o.schedules) {
-    const char* schedule = name.c_str();
+  for (const std::string& schedule : o.schedules) {
     // Per pair (the one-rank reference, then the R = 2 run): the reference runs right before
     // each R = 2 run, not once for all: this machine's speed drifts by 5-10% over the minutes
     // a whole bench takes, and a reference measured minutes earlier moved the ratios by as
