@@ -431,6 +431,46 @@ TEST(XhcOpsTest, ConvWeightsOverSeveralChannelBlocks) {
   }
 }
 
+// The conv weight sums go through the tokens in chunks with each vector's sums held in
+// registers (xhc_weights.cc ConvWeightTaps); per element they must stay the plain running sum
+// over the tokens in order, a tap skipped where it reaches before its sequence's start, added
+// once to the zeroed gradient: bit for bit, over ragged channel blocks (C = 300: 256 + 44, the
+// 44 as 2 vectors and a scalar tail), sequences that start inside a chunk (T = 9, 23) and tap
+// groups of 1-4 (kernels 3, 6 -> 3 | 4 + 2; 4, 8, 12; 1, 5).
+TEST(XhcOpsPropertiesTest, ConvWeightSumsAreTheTokenOrderSums) {
+  const uint64_t seed = xhc::testing::TestSeed();
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  struct Shape {
+    std::vector<int> kernels;
+    int B, T, C;
+  };
+  for (const Shape& sh : {Shape{{3, 6}, 2, 9, 300}, Shape{{4, 8, 12}, 3, 23, 40},
+                          Shape{{1, 5}, 1, 40, 17}}) {
+    const XhcConfig cfg = MakeCfg(8, 4, 2, true, sh.kernels);
+    FloatProblem pb(cfg, sh.B, sh.T, sh.C, seed);
+    auto o = RunSublayer<OptImpl>(cfg, sh.B, sh.T, sh.C, pb.params, pb.X, pb.a, pb.b, pb.G);
+    const int n = sh.B * sh.T, C = sh.C, r = static_cast<int>(sh.kernels.size());
+    const size_t K = o.cache.aug.size() / (static_cast<size_t>(n) * C);  // rows per token
+    for (int j = 0; j < r; ++j) {
+      const std::string name = absl::StrCat("conv.", j, ".weight");
+      const std::vector<float>& got = o.grads.Get(name);
+      ASSERT_EQ(got.size(), static_cast<size_t>(sh.kernels[j]) * C) << name;
+      for (int tau = 0; tau < sh.kernels[j]; ++tau) {
+        for (int c = 0; c < C; ++c) {
+          float sum = 0.0f;
+          for (int tok = 0; tok < n; ++tok) {
+            if (tau > tok % sh.T) continue;
+            sum += o.cache.dg[(static_cast<size_t>(tok) * r + j) * C + c] *
+                   o.cache.aug[(tok - tau) * K * C + c];
+          }
+          ASSERT_EQ(got[static_cast<size_t>(tau) * C + c], 0.0f + sum)
+              << name << " tau " << tau << " c " << c << " (C " << C << ", T " << sh.T << ")";
+        }
+      }
+    }
+  }
+}
+
 TEST(XhcOpsPropertiesTest, BitIdenticalAcrossThreadCountsAndGradsAccumulate) {
   const XhcConfig cfg = MakeCfg(16, 4, 2, true, {4, 8, 12});
   const int B = 3, T = 17, C = 40;

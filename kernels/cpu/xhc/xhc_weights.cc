@@ -6,6 +6,7 @@
 // replaced OpenBLAS, which re-packed A for every column block: PERF.md, 14).
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/xhc/cpu_util.h"
@@ -159,29 +160,117 @@ void MapWeightGrads(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
   G.post_alpha[0] += post_alpha;
 }
 
-// One channel block [c0, c1) of the conv weight sums, tokens in order (per element; the
-// convolutions j share the token walk, so each token's dg rows and the out rows it reads are
-// fetched once for all j). sums: the block's own, [tap of all j in order][c1 - c0].
+// Tokens per chunk of the conv weight sums (ConvWeightBlock).
+constexpr int kConvChunk = 16;
+
+// G taps tau0 .. tau0 + G - 1 of one convolution over a chunk of nt tokens, for the 16-channel
+// vectors of [0, w) (then a scalar tail): each vector's G sums are held in registers across the
+// chunk (loaded from and stored to gw once), where a pass per token loaded and stored every
+// tap's sums of the block (24 at kernels 4, 8, 12) for every token (PERF.md 101). Per element the same
+// additions in the same token order as `gw[tau][c] += dg[t][c] * out[t - tau][c]` token by
+// token, so the same bits. dg: the chunk's first token's row (rows w apart); out: the out row
+// of that token (rows w apart, the earlier tokens' before it); t0: the first token's position
+// in its sequence; T: sequence length.
+template <int G>
+XHC_INLINE void ConvWeightTaps(int nt, int t0, int T, int tau0, int w, const float* dg,
+                               const float* out, float* gw) {
+  const float* o_base = out - tau0 * w;  // token tok0 - tau0
+  int c = 0;
+  for (; c + cpu::kLanes <= w; c += cpu::kLanes) {
+    // Four named sums, not an array (cpu_util.h AddScaledRows): kept in registers.
+    cpu::V16 s0 = cpu::LoadV(gw + c), s1 = {}, s2 = {}, s3 = {};
+    if (G > 1) s1 = cpu::LoadV(gw + w + c);
+    if (G > 2) s2 = cpu::LoadV(gw + 2 * w + c);
+    if (G > 3) s3 = cpu::LoadV(gw + 3 * w + c);
+    int t = t0;
+    for (int i = 0; i < nt; ++i, t = t + 1 == T ? 0 : t + 1) {
+      const cpu::V16 g = cpu::LoadV(dg + i * w + c);
+      const float* o = o_base + i * w + c;  // out[tok - tau0]
+      if (t >= tau0 + G - 1) {  // every tap inside the sequence (all but its first tokens)
+        s0 += g * cpu::LoadV(o);
+        if (G > 1) s1 += g * cpu::LoadV(o - w);
+        if (G > 2) s2 += g * cpu::LoadV(o - 2 * w);
+        if (G > 3) s3 += g * cpu::LoadV(o - 3 * w);
+      } else {  // taps reaching before the sequence's start add nothing
+        if (t >= tau0) s0 += g * cpu::LoadV(o);
+        if (G > 1 && t >= tau0 + 1) s1 += g * cpu::LoadV(o - w);
+        if (G > 2 && t >= tau0 + 2) s2 += g * cpu::LoadV(o - 2 * w);
+      }
+    }
+    cpu::StoreV(gw + c, s0);
+    if (G > 1) cpu::StoreV(gw + w + c, s1);
+    if (G > 2) cpu::StoreV(gw + 2 * w + c, s2);
+    if (G > 3) cpu::StoreV(gw + 3 * w + c, s3);
+  }
+  for (; c < w; ++c) {
+    for (int a = 0; a < G; ++a) {
+      float s = gw[a * w + c];
+      int t = t0;
+      for (int i = 0; i < nt; ++i, t = t + 1 == T ? 0 : t + 1) {
+        if (t >= tau0 + a) s += dg[i * w + c] * o_base[(i - a) * w + c];
+      }
+      gw[a * w + c] = s;
+    }
+  }
+}
+
+// One channel block [c0, c1) of the conv weight sums, tokens in order per element, in chunks
+// of kConvChunk tokens. Each chunk's pieces of the block (its dg rows, and the out rows from
+// widest - 1 tokens before it) are first copied together: read in place, every token's rows of
+// a column lie 12 or 16 KiB apart, i.e. in one L1 set and few L2 sets, and a vector's walk
+// over the chunk evicted its own lines (PERF.md 101). sums: the block's own, [tap of all j in
+// order][c1 - c0].
 XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0, int c1,
                                 float* sums) {
   const int T = cache.T_len, n = cache.B * T, C = d.C, K = d.K, w = c1 - c0;
-  for (int tok = 0; tok < n; ++tok) {
-    const int t = tok % T;
-    if (tok + 2 < n) {  // the rows two tokens on: each token's dg rows and out row are new
-      for (int j = 0; j < d.r; ++j) {
-        cpu::PrefetchSpan(w, cache.dg.data() + (static_cast<size_t>(tok + 2) * d.r + j) * C + c0);
+  int widest = 1;
+  for (int j = 0; j < d.r; ++j) widest = std::max(widest, d.kernels[j]);
+  const int back = widest - 1;  // out rows of earlier tokens a chunk reads
+  thread_local std::vector<float> dg_s, out_s;
+  dg_s.resize(static_cast<size_t>(d.r) * kConvChunk * w);
+  out_s.resize(static_cast<size_t>(back + kConvChunk) * w);
+  for (int tok0 = 0; tok0 < n; tok0 += kConvChunk) {
+    const int nt = std::min(kConvChunk, n - tok0);
+    for (int j = 0; j < d.r; ++j) {
+      for (int i = 0; i < nt; ++i) {
+        std::memcpy(dg_s.data() + (static_cast<size_t>(j) * kConvChunk + i) * w,
+                    cache.dg.data() + ((static_cast<size_t>(tok0) + i) * d.r + j) * C + c0,
+                    sizeof(float) * w);
       }
-      cpu::PrefetchSpan(w, cache.aug.data() + static_cast<size_t>(tok + 2) * K * C + c0);
     }
+    for (int i = std::max(-back, -tok0); i < nt; ++i) {  // tokens before 0 are never read
+      std::memcpy(out_s.data() + static_cast<size_t>(back + i) * w,
+                  cache.aug.data() + (static_cast<size_t>(tok0) + i) * K * C + c0,
+                  sizeof(float) * w);
+    }
+    const float* out = out_s.data() + static_cast<size_t>(back) * w;
+    // The next chunk's pieces (its dg rows, then its out rows), requested a share before each
+    // tap group, while this chunk computes.
+    const int next_nt = std::min(kConvChunk, n - tok0 - nt), pieces = (d.r + 1) * next_nt;
+    int groups = 0, piece = 0, group = 0;
+    for (int j = 0; j < d.r; ++j) groups += (d.kernels[j] + 3) / 4;
+    auto request = [&](int upto) {
+      for (; piece < upto; ++piece) {
+        const int row = piece / next_nt, i = piece % next_nt;
+        const size_t tok = static_cast<size_t>(tok0) + nt + i;
+        const float* p = row < d.r ? cache.dg.data() + (tok * d.r + row) * C + c0
+                                   : cache.aug.data() + tok * K * C + c0;
+        for (int c = 0; c < w; c += cpu::kLanes) __builtin_prefetch(p + c, 0, 2);
+      }
+    };
     float* __restrict gj = sums;
     for (int j = 0; j < d.r; ++j) {
-      const float* __restrict dg =
-          cache.dg.data() + (static_cast<size_t>(tok) * d.r + j) * C + c0;
-      for (int tau = 0; tau < d.kernels[j] && tau <= t; ++tau) {
-        const float* __restrict out =
-            cache.aug.data() + static_cast<size_t>(tok - tau) * K * C + c0;
-        float* __restrict gw = gj + static_cast<size_t>(tau) * w;
-        for (int c = 0; c < w; ++c) gw[c] += dg[c] * out[c];
+      const float* dg = dg_s.data() + static_cast<size_t>(j) * kConvChunk * w;
+      for (int tau0 = 0; tau0 < d.kernels[j]; tau0 += 4) {
+        if (next_nt > 0) request(static_cast<int>(static_cast<int64_t>(pieces) * ++group / groups));
+        float* gw = gj + static_cast<size_t>(tau0) * w;
+        const int t0 = tok0 % T;
+        switch (std::min(4, d.kernels[j] - tau0)) {
+          case 4: ConvWeightTaps<4>(nt, t0, T, tau0, w, dg, out, gw); break;
+          case 3: ConvWeightTaps<3>(nt, t0, T, tau0, w, dg, out, gw); break;
+          case 2: ConvWeightTaps<2>(nt, t0, T, tau0, w, dg, out, gw); break;
+          default: ConvWeightTaps<1>(nt, t0, T, tau0, w, dg, out, gw); break;
+        }
       }
       gj += static_cast<size_t>(d.kernels[j]) * w;
     }
