@@ -166,11 +166,11 @@ constexpr int kConvChunk = 16;
 // G taps tau0 .. tau0 + G - 1 of one convolution over a chunk of nt tokens, for the 16-channel
 // vectors of [0, w) (then a scalar tail): each vector's G sums are held in registers across the
 // chunk (loaded from and stored to gw once), where a pass per token loaded and stored every
-// tap's sums of the block (24 at kernels 4, 8, 12) for every token (PERF.md 101). Per element the same
-// additions in the same token order as `gw[tau][c] += dg[t][c] * out[t - tau][c]` token by
-// token, so the same bits. dg: the chunk's first token's row (rows w apart); out: the out row
-// of that token (rows w apart, the earlier tokens' before it); t0: the first token's position
-// in its sequence; T: sequence length.
+// tap's sums of the block (24 at kernels 4, 8, 12) for every token (PERF.md 101). Per element
+// the same additions in the same token order as `gw[tau][c] += dg[t][c] * out[t - tau][c]`
+// token by token, so the same bits. dg: the chunk's first token's row (rows w apart); out: the
+// out row of that token (rows w apart, the earlier tokens' before it); t0: the first token's
+// position in its sequence; T: sequence length.
 template <int G>
 XHC_INLINE void ConvWeightTaps(int nt, int t0, int T, int tau0, int w, const float* dg,
                                const float* out, float* gw) {
