@@ -1,5 +1,7 @@
 #include "kernels/cpu/xhc/gemm_util.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "kernels/cpu/xhc/skinny_gemm.h"
@@ -37,15 +39,24 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
   }
 }
 
+int AtXColumnBlockWidth(int D, int threads) {
+  // Blocks of at most kAtXColumns (six AtXRows chunks: each token's row read as a 4.5 KiB run,
+  // the sums in L2), as many as the threads share evenly, all of one width: fixed
+  // kAtXColumns-wide blocks left one thread a block more than the other (D = 16384: 15 blocks,
+  // 8 x 1152 columns against 6 x 1152 + 256; PERF.md 102).
+  threads = std::max(1, threads);
+  int blocks = (D + kAtXColumns - 1) / kAtXColumns;
+  blocks = (blocks + threads - 1) / threads * threads;
+  return std::max(16, ((D + blocks - 1) / blocks + 15) / 16 * 16);
+}
+
 void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out,
                 int sparse_rows) {
-  // kAtXColumns = 1152 columns (six AtXRows chunks) per block: 8 blocks at D = 8192 for 2
-  // threads, each token's row read as a 4.5 KiB run (AtXRows walks the block's chunks per
-  // token block).
-  const int num_blocks = (D + kAtXColumns - 1) / kAtXColumns;
+  const int width = AtXColumnBlockWidth(D, omp_get_max_threads());
+  const int num_blocks = (D + width - 1) / width;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
-    const int s = blk * kAtXColumns, len = std::min(kAtXColumns, D - s);
+    const int s = blk * width, len = std::min(width, D - s);
     AtXRows(n, R, len, A, R, X + s, ldx, out + s, D, sparse_rows);
   }
 }

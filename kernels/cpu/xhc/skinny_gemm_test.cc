@@ -3,6 +3,7 @@
 // not a multiple of 8 or 16, chunks, token tiles); XHC_CPU_ISA parsing.
 
 #include "kernels/cpu/xhc/skinny_gemm.h"
+#include "kernels/cpu/xhc/gemm_util.h"
 
 #include <stdlib.h>
 
@@ -147,6 +148,23 @@ TEST_P(SkinnyGemmTest, AtXRowsIndependentOfSplit) {
     AtXRows(n, 1, D, a1.data(), 1, X.data(), D, row.data(), D);
     ASSERT_EQ(0, std::memcmp(row.data(), whole.data() + static_cast<size_t>(r) * D, sizeof(float) * D)) << r;
   }
+}
+
+// AtXColumns' blocks: one width, a multiple of 16 and at most kAtXColumns, covering D, and at
+// the weight passes' widths as many blocks as the threads share evenly (PERF.md 102).
+TEST(AtXColumnsTest, BlocksShareEvenlyOverThreads) {
+  for (int threads : {1, 2, 3, 4}) {
+    for (int D : {16, 40, 640, 1000, 2048, 4096, 4100, 8192, 16384}) {
+      const int width = AtXColumnBlockWidth(D, threads);
+      const int blocks = (D + width - 1) / width;
+      EXPECT_EQ(width % 16, 0) << D << " " << threads;
+      EXPECT_LE(width, std::max(kAtXColumns, 16)) << D << " " << threads;
+      EXPECT_GE(blocks * width, D) << D << " " << threads;
+      if (D >= 2048) EXPECT_EQ(blocks % threads, 0) << D << " " << threads;
+    }
+  }
+  EXPECT_EQ(AtXColumnBlockWidth(16384, 2), 1024);  // 16 blocks, not 15 of 1152
+  EXPECT_EQ(AtXColumnBlockWidth(4096, 2), 1024);   // 4 equal blocks, not 3 x 1152 + 640
 }
 
 // AtXRows' sparse_rows: the leading rows, router-like (per token 2 nonzero coefficients, some
