@@ -20,8 +20,9 @@ void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const f
 
 // out (R, D) = A^T (R, n) . X (n, D) (A row-major (n, R), lda = R; out row stride D): the
 // weight-gradient product, through AtXRows (skinny_gemm.h) on column blocks of one width
-// (AtXColumnBlockWidth) spread over OpenMP threads. Each element is one running sum over the tokens in order, so the result
-// does not depend on the thread count (nor on the block size). Leaves OpenBLAS alone.
+// (AtXColumnBlockWidth) spread over OpenMP threads. Each element is one running sum over the
+// tokens in order, so the result does not depend on the thread count (nor on the block size).
+// Leaves OpenBLAS alone.
 // sparse_rows: AtXRows' (A's first columns mostly zero: their zeros are skipped, same bits).
 void AtXColumns(int n, int R, int D, const float* A, const float* X, size_t ldx, float* out,
                 int sparse_rows = 0);
