@@ -8,7 +8,11 @@
 // bit. Under xhc_flash the window entry's cache does this for the whole window: its xa is
 // X0[idx] and only those streams change inside the window.
 
+#include <immintrin.h>
+
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/xhc/xhc_types.h"
 
@@ -24,14 +28,55 @@ inline void RestoreToken(const XhcCacheT<T>& cache, size_t tok, T* xt) {
   }
 }
 
+// One row of n floats to dst with non-temporal stores (SSE, the build's baseline); dst and
+// n * 4 bytes multiples of 16. RestoreInput writes whole lines it never reads: a normal store
+// first reads each line from memory (read for ownership).
+inline void StreamRow(const float* src, float* dst, size_t n) {
+  size_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const __m128 a = _mm_loadu_ps(src + c), b = _mm_loadu_ps(src + c + 4);
+    const __m128 e = _mm_loadu_ps(src + c + 8), f = _mm_loadu_ps(src + c + 12);
+    _mm_stream_ps(dst + c, a), _mm_stream_ps(dst + c + 4, b);
+    _mm_stream_ps(dst + c + 8, e), _mm_stream_ps(dst + c + 12, f);
+  }
+  for (; c < n; c += 4) _mm_stream_ps(dst + c, _mm_loadu_ps(src + c));
+}
+
+// States at least this large are restored with non-temporal stores. Above any L3 of the
+// machines measured here (32 MiB a CCD on the EPYCs), the weight pass that reads the state next
+// takes it from memory either way, and streaming saves the reads for ownership (xhc_bench,
+// 256 MiB state: restore 8.6-9.9 -> 4.5-6.8 ms); at model_bench's 32 MiB the restored rows
+// were still in cache for it and streaming them out cost more than it saved (PERF.md 103).
+constexpr size_t kStreamRestoreBytes = size_t{128} << 20;
+
 // X (B*T, N, C): in, the state after the sublayer that filled `cache`; out, its input.
+// stream_from_bytes: the state size from which rows are streamed (tests pass 0).
 template <typename T>
-void RestoreInput(const XhcCacheT<T>& cache, T* X) {
+void RestoreInput(const XhcCacheT<T>& cache, T* X, size_t stream_from_bytes = kStreamRestoreBytes) {
   const size_t n = static_cast<size_t>(cache.B) * cache.T_len, D = cache.dims.D();
+  const size_t k = cache.dims.k, C = cache.dims.C;
+  const bool stream = std::is_same_v<T, float> && C % 4 == 0 &&
+                      reinterpret_cast<uintptr_t>(X) % 16 == 0 &&
+                      n * D * sizeof(T) >= stream_from_bytes;
   // Over threads: serial, this was ~2.6 ms per sublayer at model_bench's shape (8 MiB of
   // scattered rows), run by both the input and the weight pass: ~2% of an xhc step (PERF.md 23).
-#pragma omp parallel for schedule(static)
-  for (size_t tok = 0; tok < n; ++tok) RestoreToken(cache, tok, X + tok * D);
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (size_t tok = 0; tok < n; ++tok) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (stream) {
+          for (size_t j = 0; j < k; ++j) {
+            StreamRow(cache.xa.data() + (tok * k + j) * C,
+                      X + tok * D + cache.idx[tok * k + j] * C, C);
+          }
+          continue;
+        }
+      }
+      RestoreToken(cache, tok, X + tok * D);
+    }
+    if (stream) _mm_sfence();  // the streamed rows visible before the barrier
+  }
 }
 
 }  // namespace xhc::kernels

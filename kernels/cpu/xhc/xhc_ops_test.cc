@@ -499,7 +499,8 @@ TEST(XhcOpsPropertiesTest, BitIdenticalAcrossThreadCountsAndGradsAccumulate) {
 // XhcBackwardInputRestoring (the stage's input pass: it starts from the state AFTER the
 // sublayer) against its definition, RestoreInput then XhcBackwardInput: the same dX and the
 // same restored state, bit for bit, for xhc, mhc + convolutions and hc, over several token
-// blocks (51 tokens); xhc_flash is refused.
+// blocks (51 tokens); RestoreInput streaming its rows gives the same state; xhc_flash is
+// refused.
 TEST(XhcOpsPropertiesTest, RestoringInputPassIsRestoreThenInputPass) {
   const int B = 3, T = 17, C = 40;
   int case_idx = 0;
@@ -518,6 +519,9 @@ TEST(XhcOpsPropertiesTest, RestoringInputPassIsRestoreThenInputPass) {
     std::vector<float> X1 = o.x_new, dX1 = pb.G;
     RestoreInput(cache1, X1.data());
     ASSERT_EQ(X1, pb.X);  // the restore itself is exact
+    std::vector<float> X_streamed = o.x_new;  // and so with non-temporal stores (C % 4 == 0)
+    RestoreInput(cache1, X_streamed.data(), /*stream_from_bytes=*/0);
+    ASSERT_EQ(X_streamed, pb.X);
     ASSERT_TRUE(
         XhcBackwardInput(c, pb.params.View(), X1.data(), du.data(), dX1.data(), &cache1).ok());
     std::vector<float> X2 = o.x_new, dX2 = pb.G;
