@@ -411,15 +411,18 @@ InactiveReads InactiveReadsOf(const XhcDims& d, const XhcCache& cache, size_t to
 
 // dX[tok] (D) += sum_r z_r W_r over the rows whose coefficient is nonzero: the router's rows,
 // where only the routed streams' (k - m of N per token) are; the others' dz is exactly 0,
-// since the gradient reaches the router only through the selected p_j.
+// since the gradient reaches the router only through the selected p_j. The nonzero rows are
+// added in one sweep over dX[tok] (AddScaledRows: the same additions in row order as one
+// sweep per row, which read and wrote the token's 64 KiB of dX once per row; PERF.md 104).
 XHC_CLONES void TokenAddSparseRows(int rows, int D, const float* z, const float* W, float* dxt) {
+  float h[256];
+  const float* x[256];
+  int m = 0;
   for (int r = 0; r < rows; ++r) {
     if (z[r] == 0.0f) continue;
-    const float zr = z[r];
-    const float* __restrict w = W + static_cast<size_t>(r) * D;
-    float* __restrict y = dxt;
-    for (int c = 0; c < D; ++c) y[c] += zr * w[c];
+    h[m] = z[r], x[m++] = W + static_cast<size_t>(r) * D;
   }
+  if (m > 0) cpu::AddScaledRows(D, m, h, x, dxt, dxt);
 }
 
 // XhcBackwardInput's pass; with `restore`, X_in is first the sublayer's output and each
