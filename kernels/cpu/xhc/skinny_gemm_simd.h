@@ -112,12 +112,15 @@ constexpr int DotPassRows() {
 
 // Vectors of rows one walk over X takes at most, and the tokens of an RV-vector tile: with 32
 // registers (kL = 16) 8 tokens for any RV (8-24 accumulators); with 16 (AVX2) 12
-// accumulators, RV + 1 registers for W and the broadcast (RV = 4: one W vector from memory).
+// accumulators and RV + 1 registers for W and the broadcast, in walks of at most 2 vectors
+// (6 tokens): per column 2 W loads and 6 broadcasts for 12 FMAs, and each run of W read by
+// half as many tiles as 4-vector walks of 3 tokens (whose 16-token blocks also ended in a
+// 1-token tile); PERF.md 105.
 // A tile's tokens are the X rows it reads at once: 16 of them (RV = 1, rows <= 16, as the
 // head's readout has) ran at 0.6 of 8's rate on Zen 4 (PERF.md 88).
 template <class S>
 constexpr int DotMaxVectors() {
-  return S::kL == 16 ? 3 : 4;
+  return S::kL == 16 ? 3 : 2;
 }
 template <class S, int RV>
 constexpr int DotTileTokens() {
@@ -132,8 +135,8 @@ inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const 
                        float* tot) {
   using V = typename S::V;
   constexpr int kW = DotPassRows<S>();
-  // Vectors of W held in registers; the rest are FMA memory operands (AVX2's RV = 4).
-  constexpr int kPinned = S::kL == 16 ? RV : std::min(RV, 3);
+  // Every vector of W held in a register (RV <= 3; DotMaxVectors).
+  constexpr int kPinned = RV;
   V a[TN][RV];
   XHC_UNROLL
   for (int i = 0; i < TN; ++i)
@@ -188,13 +191,13 @@ void DotBcastRun(int nt, int c0, int c1, int D, const float* X, size_t ldx, cons
 // The walks over X that rows [0, R) of a group take, f(r0, rv, rows) for each: each starts on
 // a packed pass and takes rv vectors, up to DotMaxVectors; on AVX-512 the last 3 vectors in
 // one walk (spanning a pass and half the next), 2 (one pass) while more remain, so xhc_flash's
-// 80 rows are 32 + 48 there (no 1-vector walk, PERF.md 57), and 32 + 32 + 16 on AVX2.
+// 80 rows are 32 + 48 there (no 1-vector walk, PERF.md 57), and five 16-row walks on AVX2.
 template <class S, class F>
 inline void ForEachDotWalk(int R, F f) {
   constexpr int kMaxV = DotMaxVectors<S>();
   for (int r0 = 0; r0 < R;) {
     const int vectors = (R - r0 + S::kL - 1) / S::kL;
-    const int rv = vectors <= kMaxV ? vectors : kMaxV == 4 ? 4 : 2;
+    const int rv = vectors <= kMaxV ? vectors : 2;
     const int rows = std::min(rv * S::kL, R - r0);
     f(r0, rv, rows);
     r0 += rows;
@@ -221,9 +224,6 @@ void DotRowsBcastPacked(int nt, int R, int D, const float* X, size_t ldx, const 
         const float* wt = wg + static_cast<size_t>(r0) * D;  // pass r0 / DotPassRows
         float* t = tot + nt * r0;
         switch (rv) {
-          case 4:
-            if constexpr (DotMaxVectors<S>() >= 4) DotBcastRun<S, 4>(nt, c0, c1, D, X, ldx, wt, t);
-            break;
           case 3: DotBcastRun<S, 3>(nt, c0, c1, D, X, ldx, wt, t); break;
           case 2: DotBcastRun<S, 2>(nt, c0, c1, D, X, ldx, wt, t); break;
           default: DotBcastRun<S, 1>(nt, c0, c1, D, X, ldx, wt, t); break;
