@@ -216,15 +216,23 @@ XHC_INLINE void AxpyWeighted(int n, int m, const float* __restrict h, const floa
   }
 }
 
-// Prefetches the n floats at p into L1, one cache line at a time.
-XHC_INLINE void PrefetchSpan(int n, const float* p) {
-  for (int c = 0; c < n; c += 16) __builtin_prefetch(p + c, 0, 3);
+// Prefetches the n floats at a (and at b, interleaved line by line, unless null) into L2
+// (prefetcht1), one cache line at a time. For rows requested a whole token ahead (128 KiB in
+// the input pass): into L1 (prefetcht0) every request held one of L1's few miss buffers until
+// its line arrived and the prefetch loops stalled on them (perf: 40% of TokenWriteInputGrad's
+// samples); into L2, and the two rows' lines interleaved, the pass took 3% less (PERF.md 106).
+XHC_INLINE void PrefetchL2(int n, const float* a, const float* b = nullptr) {
+  for (int c = 0; c < n; c += 16) {
+    __builtin_prefetch(a + c, 0, 2);
+    if (b) __builtin_prefetch(b + c, 0, 2);
+  }
 }
 
-// The same, for lines about to be written. The write hint asks for prefetchw (fetched for
-// ownership), but GCC emits it only for a target with PRFCHW, which none of the clones'
-// targets (avx512f, avx2, default) enables: this compiles to prefetcht0, a read prefetch. A
-// real prefetchw (inline asm) measured no different in XhcPost (PERF.md 67).
+// Prefetches the n floats at p into L1, for lines about to be written. The write hint asks
+// for prefetchw (fetched for ownership), but GCC emits it only for a target with PRFCHW,
+// which none of the clones' targets (avx512f, avx2, default) enables: this compiles to
+// prefetcht0, a read prefetch. A real prefetchw (inline asm) measured no different in XhcPost
+// (PERF.md 67).
 XHC_INLINE void PrefetchSpanForWrite(int n, const float* p) {
   for (int c = 0; c < n; c += 16) __builtin_prefetch(p + c, 1, 3);
 }

@@ -255,7 +255,7 @@ XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0,
         const size_t tok = static_cast<size_t>(tok0) + nt + i;
         const float* p = row < d.r ? cache.dg.data() + (tok * d.r + row) * C + c0
                                    : cache.aug.data() + tok * K * C + c0;
-        for (int c = 0; c < w; c += cpu::kLanes) __builtin_prefetch(p + c, 0, 2);
+        cpu::PrefetchL2(w, p);
       }
     };
     float* __restrict gj = sums;
