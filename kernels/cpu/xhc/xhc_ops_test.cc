@@ -15,6 +15,7 @@
 #include "base/test_seed.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/xhc/skinny_gemm_isa.h"
+#include "kernels/cpu/xhc/xhc_compare_test_util.h"
 #include "kernels/cpu/xhc/state_restore.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
@@ -24,24 +25,16 @@
 namespace xhc::kernels {
 namespace {
 
+using testing::ExpectGradMatches;
+using testing::ExpectMatches;
+using testing::MakeCfg;
+using testing::OnlyNearTies;
+using testing::OptImpl;
 using testing::ParamStore;
 using testing::RandomVector;
-using testing::WindowViews;
+using testing::RedrawNearTies;
+using testing::RefImpl;
 
-struct RefImpl {
-  template <typename... A> static absl::Status Pre(A... a) { return ref::XhcPre(a...); }
-  template <typename... A> static absl::Status Post(A... a) { return ref::XhcPost(a...); }
-  template <typename... A> static absl::Status Out(A... a) { return ref::XhcBackwardOut(a...); }
-  template <typename... A> static absl::Status In(A... a) { return ref::XhcBackwardInput(a...); }
-  template <typename... A> static absl::Status W(A... a) { return ref::XhcBackwardWeights(a...); }
-};
-struct OptImpl {
-  template <typename... A> static absl::Status Pre(A... a) { return XhcPre(a...); }
-  template <typename... A> static absl::Status Post(A... a) { return XhcPost(a...); }
-  template <typename... A> static absl::Status Out(A... a) { return XhcBackwardOut(a...); }
-  template <typename... A> static absl::Status In(A... a) { return XhcBackwardInput(a...); }
-  template <typename... A> static absl::Status W(A... a) { return XhcBackwardWeights(a...); }
-};
 
 template <typename R>
 struct Outputs {
@@ -75,118 +68,10 @@ Outputs<R> RunSublayer(const XhcConfig& cfg, int B, int T, int C, ParamStore<R>&
   return o;
 }
 
-// |opt - ref| <= tol * (max |ref| over the tensor + |ref element|): a tolerance that scales
-// with the tensor's magnitude (float vs double), plus 1e-5 absolute for sums that cancel
-// (alpha gradients over many tokens).
-void ExpectMatches(const std::vector<float>& opt, const std::vector<double>& ref,
-                   const std::string& what, double tol = 2e-4) {
-  ASSERT_EQ(opt.size(), ref.size()) << what;
-  double scale = 0;
-  for (double v : ref) scale = std::max(scale, std::fabs(v));
-  int bad = 0;
-  for (size_t e = 0; e < ref.size() && bad < 5; ++e) {
-    if (std::fabs(opt[e] - ref[e]) > tol * (scale + std::fabs(ref[e])) + 1e-5) {
-      ADD_FAILURE() << what << "[" << e << "]: opt " << opt[e] << " ref " << ref[e];
-      ++bad;
-    }
-  }
-}
-
-// The scalar alpha of a sigmoid / Sinkhorn map (z = alpha * r * (x . W) + b, spec 2.3; not
-// hc's tanh maps) has dL/dalpha = <dL/dW, W> / alpha: a sum over tokens and streams whose
-// terms can cancel to far below their size, so float rounding of the TERMS sets its error,
-// not its own value (with the tensor's own scale the flash grid failed 6 of 300 seeds,
-// always on an alpha). Returns that size, sum |dL/dW| |W| / |alpha|, after
-// checking the identity on the double reference (1e-9 of the size: the reference's alpha
-// and weight gradients must agree), or 0 when `name` is no such alpha.
-double AlphaTermScale(const std::string& name, const ParamStore<double>& grads,
-                      const ParamStore<double>& params) {
-  static const std::pair<const char*, const char*> kPairs[] = {
-      {"pre.alpha", "pre.weight"}, {"res.alpha", "res.weight"}, {"post.alpha", "post.weight"}};
-  for (const auto& [alpha, weight] : kPairs) {
-    if (name != alpha) continue;
-    const std::vector<double>* g = grads.Find(weight);
-    const std::vector<double>* w = params.Find(weight);
-    const std::vector<double>* ga = grads.Find(alpha);
-    const std::vector<double>* a = params.Find(alpha);
-    if (!g || !w || !ga || !a || g->size() != w->size() || ga->size() != 1 || a->size() != 1) {
-      ADD_FAILURE() << name << ": no matching " << weight << " to scale it by";
-      return 0;
-    }
-    double dot = 0, size = 0;
-    for (size_t e = 0; e < g->size(); ++e) {
-      dot += (*g)[e] * (*w)[e];
-      size += std::fabs((*g)[e] * (*w)[e]);
-    }
-    const double scale = size / std::fabs((*a)[0]);
-    EXPECT_NEAR(dot / (*a)[0], (*ga)[0], 1e-9 * scale + 1e-15)
-        << name << ": reference alpha gradient != <dL/dW, W> / alpha";
-    return scale;
-  }
-  return 0;
-}
-
-// A gradient tensor of the optimized path against the reference's (ExpectMatches), alphas of
-// the sigmoid maps at the size of their terms (AlphaTermScale).
-void ExpectGradMatches(const std::vector<float>& opt, const std::string& name,
-                       const ParamStore<double>& ref_grads, const ParamStore<double>& ref_params,
-                       bool sigmoid_maps, const std::string& what) {
-  const std::vector<double>& ref = *ref_grads.Find(name);
-  const double terms = sigmoid_maps ? AlphaTermScale(name, ref_grads, ref_params) : 0;
-  if (terms == 0) return ExpectMatches(opt, ref, what);
-  // Against the terms' size: the largest error seen over 61 seeds of both grids was 1.9e-6
-  // of it, the ratio of the terms' size to the value up to 5.5e6.
-  constexpr double kTol = 2e-5;
-  ASSERT_EQ(opt.size(), 1u) << what;
-  EXPECT_LE(std::fabs(opt[0] - ref[0]), kTol * (terms + std::fabs(ref[0])) + 1e-7)
-      << what << ": opt " << opt[0] << " ref " << ref[0] << ", terms of size " << terms;
-}
-
 struct Case {
   XhcConfig cfg;
   int B, T, C;
 };
-
-// Whether the two paths' active sets differ only where the reference's router scores of the
-// streams they disagree on are within float rounding of each other (a near-tie: which one
-// float picks is not an error). Any other difference is reported as a failure.
-bool OnlyNearTies(const std::vector<int>& ref_idx, const std::vector<int>& opt_idx,
-                  const std::vector<double>& ref_s, int N, int k) {
-  constexpr double kTie = 1e-5;  // scores in (0, 1); float error of a score ~1e-7
-  const size_t n = ref_idx.size() / k;
-  bool ties_only = true;
-  for (size_t t = 0; t < n; ++t) {
-    const auto in = [&](const std::vector<int>& idx, int stream) {  // stream in token t's set
-      const auto first = idx.begin() + t * k, last = first + k;
-      return std::find(first, last, stream) != last;
-    };
-    std::vector<int> only_ref, only_opt;
-    for (int j = 0; j < k; ++j) {
-      const int r = ref_idx[t * k + j], o = opt_idx[t * k + j];
-      if (!in(opt_idx, r)) only_ref.push_back(r);
-      if (!in(ref_idx, o)) only_opt.push_back(o);
-    }
-    for (int a : only_ref) {
-      for (int b : only_opt) ties_only &= std::fabs(ref_s[t * N + a] - ref_s[t * N + b]) <= kTie;
-    }
-  }
-  return ties_only;
-}
-
-// A draw whose active sets differ by a near-tie is redrawn (seed + attempt * 0x9E37...):
-// at most kDraws draws per case, each printed.
-constexpr int kDraws = 4;
-constexpr uint64_t kRedraw = 0x9E3779B97F4A7C15ull;
-
-// Runs try_draw(seed), redrawing while it returns false (a near-tie in the routing, nothing
-// compared).
-void RedrawNearTies(uint64_t seed, const std::function<bool(uint64_t)>& try_draw) {
-  for (int draw = 0; draw < kDraws; ++draw) {
-    if (try_draw(seed + draw * kRedraw)) return;
-    std::printf("[near tie] routing of draw %d within float rounding: redrawn\n", draw);
-  }
-  ADD_FAILURE() << kDraws << " draws in a row with near-ties";
-}
 
 // false: a near-tie in the routing, nothing compared (the caller redraws).
 bool TryCompareCase(const Case& cs, uint64_t seed) {
@@ -227,15 +112,6 @@ void CompareCase(const Case& cs, uint64_t seed) {
   RedrawNearTies(seed, [&cs](uint64_t s) { return TryCompareCase(cs, s); });
 }
 
-XhcConfig MakeCfg(int N, int k, int m, bool mlp, std::vector<int> kernels = {2, 5},
-                  bool gs = true) {
-  XhcConfig c;
-  c.n_streams = N, c.n_active = k, c.n_fixed = m, c.is_mlp = mlp;
-  c.conv_kernels = std::move(kernels);
-  c.gram_schmidt = gs;
-  c.sinkhorn_iters = 20;
-  return c;
-}
 
 TEST(XhcOpsTest, MatchesReferenceOverGrid) {
   uint64_t seed = xhc::testing::TestSeed();
@@ -640,203 +516,5 @@ TEST(XhcOpsPropertiesTest, MhcWithoutKernelsIsTheSameOnBothSides) {
   for (auto& [name, v] : oa.grads.tensors) EXPECT_EQ(v, om.grads.Get(name)) << name;
 }
 
-
-// ---- xhc_flash: whole windows (spec 4.5), optimized (float) against the reference (double).
-
-std::vector<XhcConfig> FlashWindowConfigs(int w, int N, int k, int m, std::vector<int> kernels) {
-  std::vector<XhcConfig> cfgs;
-  for (int q = 0; q < w; ++q) {
-    XhcConfig c = MakeCfg(N, k, m, q % 2 == 1, kernels);
-    c.type = ResidualType::kXhcFlash;
-    c.window = w;
-    c.window_pos = q;
-    cfgs.push_back(c);
-  }
-  return cfgs;
-}
-
-template <typename R>
-struct WindowOutputs {
-  std::vector<std::vector<R>> u, x_in;  // per sublayer: its read, and the state it read
-  std::vector<R> x_out, dx;
-  std::vector<ParamStore<R>> grads;
-  std::vector<XhcCacheT<R>> caches;
-};
-
-// Forward + backward of one window, sublayer q with F_q(u) = a[q] * u + b[q], and d loss / d
-// (state after the window) = G; X_in of every sublayer is the entry state (the contract).
-template <typename Impl, typename R>
-WindowOutputs<R> RunWindow(const std::vector<XhcConfig>& cfgs, int B, int T, int C,
-                           std::vector<ParamStore<R>>& params, const std::vector<R>& X,
-                           const std::vector<std::vector<R>>& a,
-                           const std::vector<std::vector<R>>& b, const std::vector<R>& G) {
-  const int w = static_cast<int>(cfgs.size());
-  const size_t n = static_cast<size_t>(B) * T;
-  const auto P = WindowViews(params);
-  WindowOutputs<R> o;
-  o.caches.resize(w);
-  o.x_out = X;
-  std::vector<R> u(n * C), out(n * C), d_out(n * C), du(n * C);
-  for (int q = 0; q < w; ++q) {
-    if (q > 0) o.caches[q].window = o.caches[0].window;
-    o.x_in.push_back(o.x_out);
-    EXPECT_TRUE(Impl::Pre(cfgs[q], P[q], B, T, C, static_cast<const R*>(o.x_out.data()), u.data(), &o.caches[q]).ok());
-    o.u.push_back(u);
-    for (size_t e = 0; e < n * C; ++e) out[e] = a[q][e % C] * u[e] + b[q][e % C];
-    EXPECT_TRUE(Impl::Post(cfgs[q], P[q], static_cast<const R*>(out.data()), o.x_out.data(), &o.caches[q]).ok());
-  }
-  o.dx = G;
-  for (int q = w - 1; q >= 0; --q) {
-    EXPECT_TRUE(Impl::Out(cfgs[q], P[q], static_cast<const R*>(o.dx.data()), &o.caches[q], d_out.data()).ok());
-    for (size_t e = 0; e < n * C; ++e) du[e] = a[q][e % C] * d_out[e];
-    EXPECT_TRUE(Impl::In(cfgs[q], P[q], X.data(), static_cast<const R*>(du.data()), o.dx.data(), &o.caches[q]).ok());
-  }
-  o.grads = params;
-  for (int q = 0; q < w; ++q) {
-    for (auto& [name, v] : o.grads[q].tensors) std::fill(v.begin(), v.end(), R(0));
-    EXPECT_TRUE(Impl::W(cfgs[q], P[q], X.data(), o.caches[q], o.grads[q].GradView()).ok());
-  }
-  return o;
-}
-
-bool TryCompareWindow(int w, int N, int k, int m, const std::vector<int>& kernels, int B, int T,
-                      int C, uint64_t seed) {
-  const auto cfgs = FlashWindowConfigs(w, N, k, m, kernels);
-  std::mt19937_64 rng(seed);
-  std::vector<ParamStore<double>> pd(w);
-  std::vector<std::vector<double>> a, b;
-  for (int q = 0; q < w; ++q) {
-    pd[q].Init(ResolveDims(cfgs[q], C).value(), rng);
-    a.push_back(RandomVector<double>(C, rng));
-    b.push_back(RandomVector<double>(C, rng));
-  }
-  const size_t n = static_cast<size_t>(B) * T;
-  auto X = RandomVector<double>(n * N * C, rng), G = RandomVector<double>(n * N * C, rng);
-  auto to_f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
-  std::vector<ParamStore<float>> pf;
-  std::vector<std::vector<float>> af, bf;
-  for (int q = 0; q < w; ++q) {
-    pf.push_back(pd[q].Cast<float>());
-    pd[q] = pf[q].Cast<double>();
-    af.push_back(to_f(a[q]));
-    bf.push_back(to_f(b[q]));
-    a[q].assign(af[q].begin(), af[q].end());
-    b[q].assign(bf[q].begin(), bf[q].end());
-  }
-  auto Xf = to_f(X), Gf = to_f(G);
-  X.assign(Xf.begin(), Xf.end());
-  G.assign(Gf.begin(), Gf.end());
-  auto ro = RunWindow<RefImpl>(cfgs, B, T, C, pd, X, a, b, G);
-  auto oo = RunWindow<OptImpl>(cfgs, B, T, C, pf, Xf, af, bf, Gf);
-  if (std::vector<int>(ro.caches[0].window->idx) != oo.caches[0].window->idx) {
-    if (OnlyNearTies(ro.caches[0].window->idx, oo.caches[0].window->idx, ro.caches[0].window->s, N,
-                     k)) {
-      return false;
-    }
-    ADD_FAILURE() << "active sets differ";
-    return true;
-  }
-  for (int q = 0; q < w; ++q) ExpectMatches(oo.u[q], ro.u[q], "u_" + std::to_string(q));
-  ExpectMatches(oo.x_out, ro.x_out, "X after the window");
-  ExpectMatches(oo.dx, ro.dx, "dX0");
-  for (int q = 0; q < w; ++q) {
-    for (auto& [name, v] : ro.grads[q].tensors) {
-      ExpectGradMatches(oo.grads[q].Get(name), name, ro.grads[q], pd[q], true,
-                        "sublayer " + std::to_string(q) + " grad " + name);
-    }
-  }
-  return true;
-}
-
-void CompareWindow(int w, int N, int k, int m, std::vector<int> kernels, int B, int T, int C,
-                   uint64_t seed) {
-  RedrawNearTies(seed,
-                 [&](uint64_t s) { return TryCompareWindow(w, N, k, m, kernels, B, T, C, s); });
-}
-
-TEST(XhcFlashOpsTest, MatchesReferenceOverGrid) {
-  const uint64_t seed = xhc::testing::TestSeed();
-  int case_idx = 0;
-  for (int w : {2, 4}) {
-    for (int N : {4, 16}) {
-      for (int k : {2, 4}) {
-        for (int m : {0, 1, 2}) {
-          const int C = (case_idx % 3 == 0) ? 8 : (case_idx % 3 == 1 ? 13 : 21);
-          const int T = (case_idx % 2 == 0) ? 1 : 3;  // T = 1 and T < widest kernel (5)
-          SCOPED_TRACE(absl::StrCat("w=", w, " N=", N, " k=", k, " m=", m, " C=", C, " T=", T));
-          CompareWindow(w, N, k, m, {2, 5}, 3, T, C, seed + case_idx++);
-        }
-      }
-    }
-  }
-  SCOPED_TRACE("longer sequences, spec kernels");
-  CompareWindow(4, 16, 4, 2, {4, 8, 12}, 2, 14, 37, seed + case_idx++);
-  CompareWindow(2, 8, 4, 2, {}, 2, 6, 40, seed + case_idx++);
-}
-
-// Dense-read reuse (seeds' Eq. 19 for window 2, the active-state form for window 4): the
-// optimized path forms u_q from a base readout fixed at the entry plus the current active
-// streams; it must equal the dense read of the current state with the entry-time map,
-// sum_i hpre_q,i X_q,i, to float rounding: |err| <= (N + 2) * 2^-24 * sum_i |hpre_q,i X_q,i|
-// (the two sums group the same N products differently) plus the rounding of the active
-// streams' own updates, which do not enter here (X_q is the state the optimized path saw).
-TEST(XhcFlashOpsTest, CorrectedInputsEqualTheDenseReadOfTheCurrentState) {
-  for (int w : {2, 4}) {
-    const int N = 16, k = 4, B = 2, T = 7, C = 48;
-    const auto cfgs = FlashWindowConfigs(w, N, k, 2, {4, 8, 12});
-    std::mt19937_64 rng(xhc::testing::TestSeed(absl::StrCat("w", w)));
-    std::vector<ParamStore<float>> pf(w);
-    std::vector<std::vector<float>> a, b;
-    for (int q = 0; q < w; ++q) {
-      pf[q].Init(ResolveDims(cfgs[q], C).value(), rng);
-      a.push_back(RandomVector<float>(C, rng));
-      b.push_back(RandomVector<float>(C, rng));
-    }
-    const size_t n = static_cast<size_t>(B) * T;
-    const auto X = RandomVector<float>(n * N * C, rng), G = RandomVector<float>(n * N * C, rng);
-    const auto o = RunWindow<OptImpl>(cfgs, B, T, C, pf, X, a, b, G);
-    const auto& win = *o.caches[0].window;
-    for (int q = 0; q < w; ++q) {
-      for (size_t tok = 0; tok < n; ++tok) {
-        for (int c = 0; c < C; ++c) {
-          double dense = 0, mag = 0;
-          for (int i = 0; i < N; ++i) {
-            const double term = double(win.hpre[(tok * w + q) * N + i]) * o.x_in[q][(tok * N + i) * C + c];
-            dense += term, mag += std::fabs(term);
-          }
-          ASSERT_NEAR(o.u[q][tok * C + c], dense, (N + 2) * 0x1p-24 * mag)
-              << "w=" << w << " sublayer " << q << " token " << tok << " c " << c;
-        }
-      }
-    }
-  }
-}
-
-// The weight pass of a window needs the entry's input backward (the read-map dz of every
-// sublayer is completed there): called early it refuses instead of using partial sums.
-TEST(XhcFlashOpsTest, WeightsBeforeTheEntryBackwardAreRefused) {
-  const int B = 1, T = 2, C = 8, N = 4;
-  const auto cfgs = FlashWindowConfigs(2, N, 2, 1, {});
-  std::mt19937_64 rng(xhc::testing::TestSeed());
-  std::vector<ParamStore<float>> pf(2);
-  for (int q = 0; q < 2; ++q) pf[q].Init(ResolveDims(cfgs[q], C).value(), rng);
-  const auto P = WindowViews(pf);
-  std::vector<XhcCache> caches(2);
-  auto X = RandomVector<float>(B * T * N * C, rng);
-  std::vector<float> u(B * T * C), out(B * T * C, 0.5f), d_out(B * T * C), dX(X.size(), 1.0f);
-  // A later sublayer without its window entry's context is refused, not guessed.
-  EXPECT_EQ(XhcPre(cfgs[1], P[1], B, T, C, X.data(), u.data(), &caches[1]).code(),
-            absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(XhcPre(cfgs[0], P[0], B, T, C, X.data(), u.data(), &caches[0]).ok());
-  ASSERT_TRUE(XhcPost(cfgs[0], P[0], out.data(), X.data(), &caches[0]).ok());
-  caches[1].window = caches[0].window;
-  ASSERT_TRUE(XhcPre(cfgs[1], P[1], B, T, C, X.data(), u.data(), &caches[1]).ok());
-  ASSERT_TRUE(XhcPost(cfgs[1], P[1], out.data(), X.data(), &caches[1]).ok());
-  ASSERT_TRUE(XhcBackwardOut(cfgs[1], P[1], dX.data(), &caches[1], d_out.data()).ok());
-  ASSERT_TRUE(XhcBackwardInput(cfgs[1], P[1], X.data(), d_out.data(), dX.data(), &caches[1]).ok());
-  ParamStore<float> g = pf[1];
-  EXPECT_EQ(XhcBackwardWeights(cfgs[1], P[1], X.data(), caches[1], g.GradView()).code(),
-            absl::StatusCode::kFailedPrecondition);
-}
 }  // namespace
 }  // namespace xhc::kernels
