@@ -18,16 +18,6 @@
 
 namespace xhc::kernels {
 
-// One token of RestoreInput: xt (N, C), the token's state after the sublayer; out, its input.
-template <typename T>
-inline void RestoreToken(const XhcCacheT<T>& cache, size_t tok, T* xt) {
-  const size_t k = cache.dims.k, C = cache.dims.C;
-  for (size_t j = 0; j < k; ++j) {
-    std::memcpy(xt + cache.idx[tok * k + j] * C, cache.xa.data() + (tok * k + j) * C,
-                sizeof(T) * C);
-  }
-}
-
 // One row of n floats to dst with non-temporal stores (SSE, the build's baseline); dst and
 // n * 4 bytes multiples of 16. RestoreInput writes whole lines it never reads: a normal store
 // first reads each line from memory (read for ownership).
@@ -42,6 +32,24 @@ inline void StreamRow(const float* src, float* dst, size_t n) {
   for (; c < n; c += 4) _mm_stream_ps(dst + c, _mm_loadu_ps(src + c));
 }
 
+// One token of RestoreInput: xt (N, C), the token's state after the sublayer; out, its input.
+// stream: the rows written with non-temporal stores (float rows, C % 4 == 0, xt 16-aligned).
+template <typename T>
+inline void RestoreToken(const XhcCacheT<T>& cache, size_t tok, T* xt, bool stream = false) {
+  const size_t k = cache.dims.k, C = cache.dims.C;
+  for (size_t j = 0; j < k; ++j) {
+    const T* src = cache.xa.data() + (tok * k + j) * C;
+    T* dst = xt + cache.idx[tok * k + j] * C;
+    if constexpr (std::is_same_v<T, float>) {
+      if (stream) {
+        StreamRow(src, dst, C);
+        continue;
+      }
+    }
+    std::memcpy(dst, src, sizeof(T) * C);
+  }
+}
+
 // States at least this large are restored with non-temporal stores. Above any L3 of the
 // machines measured here (32 MiB a CCD on the EPYCs), the weight pass that reads the state next
 // takes it from memory either way, and streaming saves the reads for ownership (xhc_bench,
@@ -54,7 +62,7 @@ constexpr size_t kStreamRestoreBytes = size_t{128} << 20;
 template <typename T>
 void RestoreInput(const XhcCacheT<T>& cache, T* X, size_t stream_from_bytes = kStreamRestoreBytes) {
   const size_t n = static_cast<size_t>(cache.B) * cache.T_len, D = cache.dims.D();
-  const size_t k = cache.dims.k, C = cache.dims.C;
+  const size_t C = cache.dims.C;
   const bool stream = std::is_same_v<T, float> && C % 4 == 0 &&
                       reinterpret_cast<uintptr_t>(X) % 16 == 0 &&
                       n * D * sizeof(T) >= stream_from_bytes;
@@ -63,18 +71,7 @@ void RestoreInput(const XhcCacheT<T>& cache, T* X, size_t stream_from_bytes = kS
 #pragma omp parallel
   {
 #pragma omp for schedule(static)
-    for (size_t tok = 0; tok < n; ++tok) {
-      if constexpr (std::is_same_v<T, float>) {
-        if (stream) {
-          for (size_t j = 0; j < k; ++j) {
-            StreamRow(cache.xa.data() + (tok * k + j) * C,
-                      X + tok * D + cache.idx[tok * k + j] * C, C);
-          }
-          continue;
-        }
-      }
-      RestoreToken(cache, tok, X + tok * D);
-    }
+    for (size_t tok = 0; tok < n; ++tok) RestoreToken(cache, tok, X + tok * D, stream);
     if (stream) _mm_sfence();  // the streamed rows visible before the barrier
   }
 }

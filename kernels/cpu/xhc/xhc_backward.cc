@@ -144,7 +144,7 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
   const int num_chunks = (n + kOutChunk - 1) / kOutChunk;
   // The convolution backward of token tok reads dg of tokens tok .. tok + widest - 1 of its
   // sequence: ready once the chunk holding tok has run, unless they reach past its end.
-  const int widest = d.r > 0 ? *std::max_element(d.kernels.begin(), d.kernels.end()) : 0;
+  const int widest = d.Widest();
   auto conv_inputs_before = [&](int tok, int end) {
     return tok + std::min(widest, T - tok % T) <= end;
   };

@@ -55,6 +55,11 @@ struct XhcDims {
   int Da() const { return k * C; }       // flattened active streams per token
   int Rres() const { return has_mix ? k * k : 0; }  // res rows of the stacked maps
   int Q() const { return Rres() + k * K; }  // res rows then post rows
+  int Widest() const {  // the widest convolution (0 without any)
+    int w = 0;
+    for (int width : kernels) w = width > w ? width : w;
+    return w;
+  }
   bool entry() const { return !flash || pos == 0; }
   bool last() const { return !flash || pos == window - 1; }
 };

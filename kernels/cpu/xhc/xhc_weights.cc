@@ -223,9 +223,7 @@ XHC_INLINE void ConvWeightTaps(int nt, int t0, int T, int tau0, int w, const flo
 XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0, int c1,
                                 float* sums) {
   const int T = cache.T_len, n = cache.B * T, C = d.C, K = d.K, w = c1 - c0;
-  int widest = 1;
-  for (int j = 0; j < d.r; ++j) widest = std::max(widest, d.kernels[j]);
-  const int back = widest - 1;  // out rows of earlier tokens a chunk reads
+  const int back = std::max(0, d.Widest() - 1);  // out rows of earlier tokens a chunk reads
   thread_local std::vector<float> dg_s, out_s;
   dg_s.resize(static_cast<size_t>(d.r) * kConvChunk * w);
   out_s.resize(static_cast<size_t>(back + kConvChunk) * w);
