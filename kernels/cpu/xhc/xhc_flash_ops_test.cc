@@ -17,19 +17,8 @@
 #include "kernels/cpu/xhc/xhc_reference.h"
 #include "kernels/cpu/xhc/xhc_test_util.h"
 
-namespace xhc::kernels {
+namespace xhc::kernels::testing {
 namespace {
-
-using testing::ExpectGradMatches;
-using testing::ExpectMatches;
-using testing::MakeCfg;
-using testing::OnlyNearTies;
-using testing::OptImpl;
-using testing::ParamStore;
-using testing::RandomVector;
-using testing::RedrawNearTies;
-using testing::RefImpl;
-using testing::WindowViews;
 
 std::vector<XhcConfig> FlashWindowConfigs(int w, int N, int k, int m, std::vector<int> kernels) {
   std::vector<XhcConfig> cfgs;
@@ -228,4 +217,4 @@ TEST(XhcFlashOpsTest, WeightsBeforeTheEntryBackwardAreRefused) {
 }
 
 }  // namespace
-}  // namespace xhc::kernels
+}  // namespace xhc::kernels::testing

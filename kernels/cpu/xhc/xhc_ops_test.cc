@@ -22,19 +22,8 @@
 #include "kernels/cpu/xhc/xhc_test_util.h"
 #include "third_party/openblas_cblas.h"
 
-namespace xhc::kernels {
+namespace xhc::kernels::testing {
 namespace {
-
-using testing::ExpectGradMatches;
-using testing::ExpectMatches;
-using testing::MakeCfg;
-using testing::OnlyNearTies;
-using testing::OptImpl;
-using testing::ParamStore;
-using testing::RandomVector;
-using testing::RedrawNearTies;
-using testing::RefImpl;
-
 
 template <typename R>
 struct Outputs {
@@ -517,4 +506,4 @@ TEST(XhcOpsPropertiesTest, MhcWithoutKernelsIsTheSameOnBothSides) {
 }
 
 }  // namespace
-}  // namespace xhc::kernels
+}  // namespace xhc::kernels::testing
