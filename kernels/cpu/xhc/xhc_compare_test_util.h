@@ -37,14 +37,10 @@ struct OptImpl {
   template <typename... A> static absl::Status W(A... a) { return XhcBackwardWeights(a...); }
 };
 
+// The sublayer configurations these tests compare: 20 Sinkhorn iterations.
 inline XhcConfig MakeCfg(int N, int k, int m, bool mlp, std::vector<int> kernels = {2, 5},
-                  bool gs = true) {
-  XhcConfig c;
-  c.n_streams = N, c.n_active = k, c.n_fixed = m, c.is_mlp = mlp;
-  c.conv_kernels = std::move(kernels);
-  c.gram_schmidt = gs;
-  c.sinkhorn_iters = 20;
-  return c;
+                         bool gs = true) {
+  return SublayerConfig(N, k, m, mlp, std::move(kernels), gs, 20);
 }
 
 // |opt - ref| <= tol * (max |ref| over the tensor + |ref element|): a tolerance that scales

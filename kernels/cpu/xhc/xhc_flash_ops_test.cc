@@ -20,18 +20,6 @@
 namespace xhc::kernels::testing {
 namespace {
 
-std::vector<XhcConfig> FlashWindowConfigs(int w, int N, int k, int m, std::vector<int> kernels) {
-  std::vector<XhcConfig> cfgs;
-  for (int q = 0; q < w; ++q) {
-    XhcConfig c = MakeCfg(N, k, m, q % 2 == 1, kernels);
-    c.type = ResidualType::kXhcFlash;
-    c.window = w;
-    c.window_pos = q;
-    cfgs.push_back(c);
-  }
-  return cfgs;
-}
-
 template <typename R>
 struct WindowOutputs {
   std::vector<std::vector<R>> u, x_in;  // per sublayer: its read, and the state it read
@@ -78,7 +66,7 @@ WindowOutputs<R> RunWindow(const std::vector<XhcConfig>& cfgs, int B, int T, int
 
 bool TryCompareWindow(int w, int N, int k, int m, const std::vector<int>& kernels, int B, int T,
                       int C, uint64_t seed) {
-  const auto cfgs = FlashWindowConfigs(w, N, k, m, kernels);
+  const auto cfgs = FlashWindowConfigs(w, N, k, m, kernels, 20);
   std::mt19937_64 rng(seed);
   std::vector<ParamStore<double>> pd(w);
   std::vector<std::vector<double>> a, b;
@@ -160,7 +148,7 @@ TEST(XhcFlashOpsTest, MatchesReferenceOverGrid) {
 TEST(XhcFlashOpsTest, CorrectedInputsEqualTheDenseReadOfTheCurrentState) {
   for (int w : {2, 4}) {
     const int N = 16, k = 4, B = 2, T = 7, C = 48;
-    const auto cfgs = FlashWindowConfigs(w, N, k, 2, {4, 8, 12});
+    const auto cfgs = FlashWindowConfigs(w, N, k, 2, {4, 8, 12}, 20);
     std::mt19937_64 rng(xhc::testing::TestSeed(absl::StrCat("w", w)));
     std::vector<ParamStore<float>> pf(w);
     std::vector<std::vector<float>> a, b;
@@ -193,7 +181,7 @@ TEST(XhcFlashOpsTest, CorrectedInputsEqualTheDenseReadOfTheCurrentState) {
 // sublayer is completed there): called early it refuses instead of using partial sums.
 TEST(XhcFlashOpsTest, WeightsBeforeTheEntryBackwardAreRefused) {
   const int B = 1, T = 2, C = 8, N = 4;
-  const auto cfgs = FlashWindowConfigs(2, N, 2, 1, {});
+  const auto cfgs = FlashWindowConfigs(2, N, 2, 1, {}, 20);
   std::mt19937_64 rng(xhc::testing::TestSeed());
   std::vector<ParamStore<float>> pf(2);
   for (int q = 0; q < 2; ++q) pf[q].Init(ResolveDims(cfgs[q], C).value(), rng);

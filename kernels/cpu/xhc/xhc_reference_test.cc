@@ -97,13 +97,9 @@ void CheckFiniteDifferences(Problem& pb, uint64_t seed) {
   }
 }
 
+// Finite differences need few Sinkhorn iterations: 6.
 XhcConfig Xhc(int N, int k, int m, bool mlp, std::vector<int> kernels, bool gs = true) {
-  XhcConfig c;
-  c.n_streams = N, c.n_active = k, c.n_fixed = m, c.is_mlp = mlp;
-  c.conv_kernels = std::move(kernels);
-  c.gram_schmidt = gs;
-  c.sinkhorn_iters = 6;
-  return c;
+  return testing::SublayerConfig(N, k, m, mlp, std::move(kernels), gs, 6);
 }
 
 TEST(XhcReferenceGradTest, AttentionSide) {
@@ -159,12 +155,9 @@ struct WindowProblem {
       : w(w_), B(B_), T(T_), C(C_) {
     std::mt19937_64 rng(seed);
     XhcDims d0;
+    cfg = testing::FlashWindowConfigs(w, N, k, m, kernels, 6);
     for (int q = 0; q < w; ++q) {
-      XhcConfig c = Xhc(N, k, m, q % 2 == 1, kernels);
-      c.type = ResidualType::kXhcFlash;
-      c.window = w;
-      c.window_pos = q;
-      cfg.push_back(c);
+      const XhcConfig& c = cfg[q];
       const XhcDims d = ResolveDims(c, C).value();
       if (q == 0) d0 = d;
       params.emplace_back();

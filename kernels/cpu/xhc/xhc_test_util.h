@@ -151,6 +151,32 @@ std::vector<R> RandomVector(size_t n, std::mt19937_64& rng, double scale = 1.0) 
   return v;
 }
 
+// An xhc sublayer's configuration (N streams, k active, m fixed, MLP side or not).
+inline XhcConfig SublayerConfig(int N, int k, int m, bool mlp, std::vector<int> kernels, bool gs,
+                                int sinkhorn_iters) {
+  XhcConfig c;
+  c.n_streams = N, c.n_active = k, c.n_fixed = m, c.is_mlp = mlp;
+  c.conv_kernels = std::move(kernels);
+  c.gram_schmidt = gs;
+  c.sinkhorn_iters = sinkhorn_iters;
+  return c;
+}
+
+// The w sublayers of one xhc_flash window, attention and MLP sides alternating.
+inline std::vector<XhcConfig> FlashWindowConfigs(int w, int N, int k, int m,
+                                                 const std::vector<int>& kernels,
+                                                 int sinkhorn_iters) {
+  std::vector<XhcConfig> cfgs;
+  for (int q = 0; q < w; ++q) {
+    XhcConfig c = SublayerConfig(N, k, m, q % 2 == 1, kernels, true, sinkhorn_iters);
+    c.type = ResidualType::kXhcFlash;
+    c.window = w;
+    c.window_pos = q;
+    cfgs.push_back(c);
+  }
+  return cfgs;
+}
+
 }  // namespace xhc::kernels::testing
 
 #endif  // XHC_KERNELS_CPU_XHC_XHC_TEST_UTIL_H_
