@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstring>
+#include <string>
 
 namespace xhc {
 
@@ -28,6 +29,14 @@ void MaybeReexecWithTunedEnv(char** argv) {
   }
   if (getenv("OMP_WAIT_POLICY") == nullptr) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
+    changed = true;
+  }
+  // Appended to the user's tunables unless they choose glibc.malloc.hugetlb themselves.
+  const char* tunables = getenv("GLIBC_TUNABLES");
+  if (tunables == nullptr || std::strstr(tunables, "glibc.malloc.hugetlb") == nullptr) {
+    std::string value = tunables != nullptr && *tunables != '\0' ? std::string(tunables) + ":" : "";
+    value += kHugePagesTunable;
+    setenv("GLIBC_TUNABLES", value.c_str(), 1);
     changed = true;
   }
   if (!changed) return;

@@ -14,6 +14,15 @@
 // at barriers collapses throughput by 100x or more when the cores are shared (several worker
 // processes, or a build running beside training): measured 42 vs 10842 tokens/s on a tiny
 // model on this 2-core machine under load. Like OPENBLAS_CORETYPE it is read at load time.
+//
+// And it adds glibc.malloc.hugetlb=1 to GLIBC_TUNABLES (read by glibc at start-up) unless the
+// variable already sets that tunable: malloc then asks for transparent huge pages
+// (madvise(MADV_HUGEPAGE)) on the memory it takes from the OS, which kernels set to
+// `madvise` (Debian's default) otherwise back with 4 KiB pages. The fused kernels stream
+// [tokens, N, C] states a 64 KiB token row at a time, 16 pages per row; with 2 MiB pages
+// xhc_bench's fwd+bwd ran ~2.5% faster on Zen 4 (kernels/cpu/xhc/PERF.md 110).
+
+inline constexpr char kHugePagesTunable[] = "glibc.malloc.hugetlb=1";
 
 namespace xhc {
 
