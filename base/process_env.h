@@ -17,10 +17,11 @@
 //
 // And it adds glibc.malloc.hugetlb=1 to GLIBC_TUNABLES (read by glibc at start-up) unless the
 // variable already sets that tunable: malloc then asks for transparent huge pages
-// (madvise(MADV_HUGEPAGE)) on the memory it takes from the OS, which kernels set to
-// `madvise` (Debian's default) otherwise back with 4 KiB pages. The fused kernels stream
-// [tokens, N, C] states a 64 KiB token row at a time, 16 pages per row; with 2 MiB pages
-// xhc_bench's fwd+bwd ran ~3% faster on Zen 4 (avx512 and avx2 paths) (kernels/cpu/xhc/PERF.md 110).
+// (madvise(MADV_HUGEPAGE)) on the memory it takes from the OS, which a kernel whose THP mode
+// is `madvise` (as on the VMs measured here) otherwise backs with 4 KiB pages. The fused
+// kernels stream [tokens, N, C] states a 64 KiB token row at a time, 16 pages per row; with
+// 2 MiB pages xhc_bench's fwd+bwd ran ~3% faster on Zen 4, avx512 and avx2 paths
+// (kernels/cpu/xhc/PERF.md 110).
 
 inline constexpr char kHugePagesTunable[] = "glibc.malloc.hugetlb=1";
 
