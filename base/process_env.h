@@ -23,9 +23,10 @@
 // 2 MiB pages xhc_bench's fwd+bwd ran ~3% faster on Zen 4, avx512 and avx2 paths
 // (kernels/cpu/xhc/PERF.md 110).
 
-inline constexpr char kHugePagesTunable[] = "glibc.malloc.hugetlb=1";
-
 namespace xhc {
+
+// What the re-exec appends to GLIBC_TUNABLES.
+inline constexpr char kHugePagesTunable[] = "glibc.malloc.hugetlb=1";
 
 // Returns only if no re-exec was needed (or it failed, which is harmless: slower BLAS).
 void MaybeReexecWithTunedEnv(char** argv);
