@@ -36,6 +36,8 @@ class GlooRequest : public Request {
   }
 
   ~GlooRequest() override {
+    // The post thread must be done with this request (or never start it) before it goes.
+    if (post_id_ != 0) transport_->poster_.CancelOrAwait(post_id_);
     transport_->Unregister(this);
     if (!(finished_ && result_.ok()) && !transport_->latch_.failed()) {
       // gloo may still write into (or read from) the caller's buffer; closing the engine is
@@ -72,7 +74,26 @@ class GlooRequest : public Request {
 
   gloo::transport::UnboundBuffer* buffer() { return buffer_.get(); }
 
+  // A send: hands the gloo post to the transport's post thread (post_thread.h).
+  void QueueSend() {
+    post_id_ = transport_->poster_.Queue([this] { PostSend(); });
+  }
+
  private:
+  // On the post thread. post_status_ is read by Wait only after AwaitDone saw this finish.
+  void PostSend() {
+    if (transport_->latch_.failed()) {
+      post_status_ = transport_->latch_.Check("posting " + Describe());
+      return;
+    }
+    try {
+      buffer_->send(peer_, tag_);
+    } catch (const std::exception& e) {
+      post_status_ = transport_->Fail(
+          transport_->StatusFromGloo(e.what(), absl::ZeroDuration(), "posting " + Describe()));
+    }
+  }
+
   GlooTransport* const transport_;
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
   const bool is_send_;
@@ -80,6 +101,8 @@ class GlooRequest : public Request {
   const uint64_t tag_;
   bool finished_ = false;
   absl::Status result_;
+  PostThread::Id post_id_ = 0;  // a send's post (0: a receive, posted by Post itself)
+  absl::Status post_status_;
 };
 
 absl::Status GlooRequest::Wait(absl::Duration timeout) {
@@ -89,8 +112,25 @@ absl::Status GlooRequest::Wait(absl::Duration timeout) {
   if (timeout == absl::InfiniteDuration()) {
     return ToGlooTimeout(timeout, what()).status();  // a caller bug; the op stays pending
   }
-  const std::chrono::milliseconds gloo_timeout = *ToGlooTimeout(timeout, "");
   absl::Status status;
+  if (post_id_ != 0) {  // a send: its post first, within the same deadline
+    const absl::Time deadline = absl::Now() + timeout;
+    if (!transport_->poster_.AwaitDone(post_id_, deadline)) {
+      status = transport_->latch_.failed()
+                   ? transport_->latch_.Check(what())
+                   : transport_->Fail(absl::DeadlineExceededError(
+                         absl::StrCat("timed out after ", absl::FormatDuration(timeout), " ",
+                                      what(), " (the send was never posted)")));
+      Finish(status);
+      return status;
+    }
+    if (!post_status_.ok()) {
+      Finish(post_status_);
+      return post_status_;
+    }
+    timeout = deadline - absl::Now();
+  }
+  const std::chrono::milliseconds gloo_timeout = *ToGlooTimeout(timeout, "");
   if (transport_->latch_.failed()) {
     status = transport_->latch_.Check(what());
     Finish(status);
@@ -218,12 +258,12 @@ absl::StatusOr<std::unique_ptr<Request>> GlooTransport::Post(bool is_send, int p
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer =
       context_->createUnboundBuffer(count > 0 ? data : &empty_payload, count * sizeof(float));
   auto request = std::make_unique<GlooRequest>(this, std::move(buffer), is_send, peer, tag);
+  if (is_send) {
+    request->QueueSend();
+    return std::unique_ptr<Request>(std::move(request));
+  }
   try {
-    if (is_send) {
-      request->buffer()->send(peer, tag);
-    } else {
-      request->buffer()->recv(peer, tag);
-    }
+    request->buffer()->recv(peer, tag);
   } catch (const std::exception& e) {
     absl::Status status = Fail(StatusFromGloo(e.what(), absl::ZeroDuration(), "posting " + what));
     request->Finish(status);
@@ -283,6 +323,7 @@ absl::Status GlooTransport::Barrier(absl::Duration timeout) {
 void GlooTransport::Abort() {
   aborted_.store(true);
   latch_.Record(absl::AbortedError(absl::StrFormat("Abort() was called on rank %d", rank_)));
+  poster_.Interrupt();  // after the record: a send's Wait it wakes reports this failure
   CloseEngine();
   std::lock_guard<std::mutex> lock(requests_mu_);
   for (GlooRequest* request : requests_) request->AbortWait();

@@ -7,8 +7,11 @@
 // exception is caught here and becomes an absl::Status (see transport.h for the codes).
 //
 // Engine facts this class builds on (gloo 2022-05, tcp transport):
-//  * send/recv are posted to a per-device event-loop thread; the caller's thread never
-//    copies or writes payload bytes, so Isend does not block compute.
+//  * A receive is posted to a per-device event-loop thread, which reads its payload. A send
+//    whose matching receive is already posted is written into the socket by the thread that
+//    posts it, before the post returns (the rest, if the socket fills, by the event loop):
+//    so sends are posted from a thread of this transport's own (post_thread.h), and Isend
+//    returns at once; Wait on a send waits for its post, then for its completion.
 //  * A wait that times out closes every connection of the context (gloo's own rule: the
 //    pending operations may still own user buffers). Hence "first failure fails the
 //    transport" in transport.h.
@@ -28,6 +31,7 @@
 #include "absl/time/time.h"
 #include "runtime/transport/failure_latch.h"
 #include "runtime/transport/kv_store.h"
+#include "runtime/transport/post_thread.h"
 #include "runtime/transport/transport.h"
 
 namespace gloo {
@@ -107,6 +111,8 @@ class GlooTransport : public Transport {
   std::atomic<bool> aborted_{false};
   std::mutex requests_mu_;
   absl::flat_hash_set<GlooRequest*> requests_;  // guarded by requests_mu_
+  // Posts the sends (declared last: joined before anything above goes).
+  PostThread poster_;
 };
 
 // gloo takes millisecond timeouts; this rounds up (a wait never ends before `timeout`) and

@@ -138,7 +138,13 @@ absl::Status StageExecutor::SendNow(bool forward, int stage, int mb, int peer,
   std::vector<float>& b = sends_.back().second;
   WriteStamp({rank_, forward ? stage : stage - 1, mb, step_, absl::ToUnixMicros(absl::Now())},
              b.data(), b.size() - kStampFloats);
+  // Timed, as communication: a transport that writes the payload from the calling thread
+  // (gloo does where the peer's receive is already posted, ~1.2 ms per 4 MiB state here)
+  // holds the compute thread for that long; GlooTransport posts from its own thread instead
+  // (post_thread.h, PERF.md 113), and this span shows what is left.
+  const absl::Time t0 = absl::Now();
   ASSIGN_OR_RETURN(sends_.back().first, transport_->Isend(peer, tag, b.data(), b.size()));
+  AddSpan(Name(forward ? "send F" : "send B", stage, mb), kComm, t0, absl::Now());
   (forward ? sent_fwd_ : sent_bwd_)[{stage, mb}] = peer;
   return absl::OkStatus();
 }
