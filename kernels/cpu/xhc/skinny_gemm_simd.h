@@ -33,6 +33,8 @@
 // at the library's -O3; at -O2 it turned DotTile into a 1 x 3 tile over each token in turn, W
 // re-read per token; PERF.md 36).
 #define XHC_UNROLL _Pragma("GCC unroll 16")
+// A lambda body inlined into its caller (the tile's accumulators stay in registers).
+#define XHC_ALWAYS_INLINE __attribute__((always_inline))
 
 namespace xhc::kernels::cpu::internal {
 namespace {
@@ -132,7 +134,7 @@ constexpr int DotTileTokens() {
 // v / 2, half v % 2; a 3-vector tile spans two passes): tot (TN x RV vectors) += the run's sums.
 template <class S, int RV, int TN>
 inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const float* Wt,
-                       float* tot) {
+                       float* tot, bool prefetch) {
   using V = typename S::V;
   constexpr int kW = DotPassRows<S>();
   // Every vector of W held in a register (RV <= 3; DotMaxVectors).
@@ -142,7 +144,8 @@ inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const 
   for (int i = 0; i < TN; ++i)
     XHC_UNROLL
     for (int v = 0; v < RV; ++v) a[i][v] = S::Zero();
-  for (int c = c0; c < c1; ++c) {
+  // One column: RV loads of W, TN broadcasts of X, TN x RV FMAs.
+  auto column = [&](int c) XHC_ALWAYS_INLINE {
     V w[RV];
     XHC_UNROLL
     for (int v = 0; v < RV; ++v) {
@@ -155,6 +158,17 @@ inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const 
       const V x = S::Bcast(X + i * ldx + c);
       XHC_UNROLL
       for (int v = 0; v < RV; ++v) a[i][v] = S::Fma(x, w[v], a[i][v]);
+    }
+  };
+  if (!prefetch) {
+    for (int c = c0; c < c1; ++c) column(c);
+  } else {
+    // The tile's rows of the next run requested, one line each per 16 columns of this run
+    // (the run's first walk reads X from memory; PERF.md 114).
+    for (int c = c0; c < c1;) {
+      XHC_UNROLL
+      for (int i = 0; i < TN; ++i) S::Prefetch(X + i * ldx + c + kDotRun);
+      for (const int ce = std::min(c1, c + 16); c < ce; ++c) column(c);
     }
   }
   XHC_UNROLL
@@ -169,22 +183,24 @@ inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const 
 // Tokens [0, tn) of a run, tn <= kTile, in tiles of kTile tokens (the last one shorter).
 template <class S, int RV, int kTile>
 inline void DotRunTokens(int tn, int c0, int c1, int D, const float* X, size_t ldx,
-                         const float* Wt, float* tot) {
+                         const float* Wt, float* tot, bool prefetch) {
   if constexpr (kTile > 1) {
-    if (tn < kTile) return DotRunTokens<S, RV, kTile - 1>(tn, c0, c1, D, X, ldx, Wt, tot);
+    if (tn < kTile) {
+      return DotRunTokens<S, RV, kTile - 1>(tn, c0, c1, D, X, ldx, Wt, tot, prefetch);
+    }
   }
-  DotRunTile<S, RV, kTile>(c0, c1, D, X, ldx, Wt, tot);
+  DotRunTile<S, RV, kTile>(c0, c1, D, X, ldx, Wt, tot, prefetch);
 }
 
 // One run [c0, c1) of X's rows for nt <= kMaxTokens against RV vectors of packed rows from
 // Wt on, in tiles of DotTileTokens tokens: tot (nt x RV vectors) += the run's sums.
 template <class S, int RV>
 void DotBcastRun(int nt, int c0, int c1, int D, const float* X, size_t ldx, const float* Wt,
-                 float* tot) {
+                 float* tot, bool prefetch) {
   constexpr int kTile = DotTileTokens<S, RV>();
   for (int t0 = 0; t0 < nt; t0 += kTile) {
     DotRunTokens<S, RV, kTile>(std::min(kTile, nt - t0), c0, c1, D, X + t0 * ldx, ldx, Wt,
-                               tot + t0 * RV * S::kL);
+                               tot + t0 * RV * S::kL, prefetch);
   }
 }
 
@@ -223,10 +239,12 @@ void DotRowsBcastPacked(int nt, int R, int D, const float* X, size_t ldx, const 
       ForEachDotWalk<S>(gr, [&](int r0, int rv, int) {
         const float* wt = wg + static_cast<size_t>(r0) * D;  // pass r0 / DotPassRows
         float* t = tot + nt * r0;
+        // The run's first walk reads its X from memory; it requests the next run's.
+        const bool pf = g0 == 0 && r0 == 0 && c1 < D;
         switch (rv) {
-          case 3: DotBcastRun<S, 3>(nt, c0, c1, D, X, ldx, wt, t); break;
-          case 2: DotBcastRun<S, 2>(nt, c0, c1, D, X, ldx, wt, t); break;
-          default: DotBcastRun<S, 1>(nt, c0, c1, D, X, ldx, wt, t); break;
+          case 3: DotBcastRun<S, 3>(nt, c0, c1, D, X, ldx, wt, t, pf); break;
+          case 2: DotBcastRun<S, 2>(nt, c0, c1, D, X, ldx, wt, t, pf); break;
+          default: DotBcastRun<S, 1>(nt, c0, c1, D, X, ldx, wt, t, pf); break;
         }
       });
     }
@@ -605,5 +623,6 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
   }  // namespace xhc::kernels::cpu::internal
 
 #undef XHC_UNROLL
+#undef XHC_ALWAYS_INLINE
 
 #endif  // XHC_KERNELS_CPU_XHC_SKINNY_GEMM_SIMD_H_
