@@ -47,6 +47,9 @@ struct Avx512 {
   static void Prefetch(const float* p) {
     _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
   }
+  static void PrefetchL2(const float* p) {
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+  }
 };
 
 }  // namespace

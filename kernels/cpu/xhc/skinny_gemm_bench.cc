@@ -8,7 +8,8 @@
 // "cached": the same block again and again; "packed-W": with W packed once (SkinnyWeights,
 // as the fused passes call both products; unpacked calls pack W per call), streaming and,
 // for DotRows, cached (the gap between them is what the X stream costs).
-// Prints GFLOP/s, best of 5. `--case NAME` runs one case (proj, maps, flash, flash64, pre16).
+// Prints GFLOP/s, best of 5. `--case NAME` runs one case (proj, proj8k, maps, flash, flash64,
+// pre16).
 //   bazel run //kernels/cpu/xhc:skinny_gemm_bench [-- --case pre16]
 
 #include <algorithm>
@@ -41,13 +42,14 @@ struct Case {
   int R, D;
   int router;  // leading rows that are the router's (AtXRows' sparse_rows), 0: none
 };
+// proj: xhc_bench's projections (N*C = 16384); proj8k: the same at model_bench's N*C.
 // At model_bench's N*C: flash, xhc_flash window 4's entry projection (router + 4 read maps,
 // DotRows and AtXRows); flash64, its input-gradient product (the read maps' rows, AxpyRows).
 // pre16: xhc's input-gradient product at the bench's N*C (the 16 read-map rows; the router's
 // are added per token).
-constexpr Case kCases[] = {{"proj", 32, 16384, 16}, {"maps", 32, 4096, 0},
-                           {"flash", 80, 8192, 16}, {"flash64", 64, 8192, 0},
-                           {"pre16", 16, 16384, 0}};
+constexpr Case kCases[] = {{"proj", 32, 16384, 16}, {"proj8k", 32, 8192, 16},
+                           {"maps", 32, 4096, 0},   {"flash", 80, 8192, 16},
+                           {"flash64", 64, 8192, 0}, {"pre16", 16, 16384, 0}};
 
 // The cases named `only` (all when empty).
 void Run(const std::string& only) {
@@ -119,7 +121,16 @@ void Run(const std::string& only) {
                   g.data() + c, D);
         }
       });
-      std::printf("%-5s %-8s AtXRows %6.1f GFLOP/s\n", cs.name, SkinnyIsaName(isa), flops / atx / 1e9);
+      const double atx_c = Seconds([&] {  // the first 256 tokens, again and again
+        for (int t = 0; t < kTokens; t += 256) {
+          for (int c = 0; c < D; c += kAtXColumns) {
+            AtXRows(256, R, std::min(kAtXColumns, D - c), A.data(), R, X.data() + c, D,
+                    g.data() + c, D);
+          }
+        }
+      });
+      std::printf("%-5s %-8s AtXRows stream %6.1f cached %6.1f GFLOP/s\n", cs.name,
+                  SkinnyIsaName(isa), flops / atx / 1e9, flops / atx_c / 1e9);
       if (cs.router == 0) continue;
       // The weight pass's real coefficients: of the router's rows 2 per token nonzero (the
       // routed streams'), the rest zero; dense tiles against zeros skipped (same bits).

@@ -8,9 +8,10 @@
 // everything here (unnamed namespace). S provides: V, kL (lanes), Zero, Load
 // (unaligned), LoadA / StoreA (aligned to the vector), Store, Bcast (one float to every lane),
 // Fma (a * b + c), Add, Mask, TailMask(n) (lanes [0, n) on, 0 < n < kL), LoadMasked (others
-// zero), StoreMasked, Prefetch (to L1), Pin (the value itself, opaque to the compiler: a vector
-// that several FMAs share is loaded once into a register instead of being folded into each FMA
-// as a memory operand, which GCC does and which made the tiles load-bound: PERF.md 36).
+// zero), StoreMasked, Prefetch (to L1), PrefetchL2, Pin (the value itself, opaque to the
+// compiler: a vector that several FMAs share is loaded once into a register instead of being
+// folded into each FMA as a memory operand, which GCC does and which made the tiles
+// load-bound: PERF.md 36).
 //
 // Register tiles are sized for 16 registers (AVX2's ymm count: 12 accumulators + the 3
 // vectors one operand shares + 1 for the other); AVX-512 has 32 but the same 12
@@ -65,11 +66,17 @@ inline int PadToLanes(int n) {
   return (n + S::kL - 1) / S::kL * S::kL;
 }
 
-// Requests rows [r0, r1) of src (row stride ld), columns [0, cl), into L1.
+// Requests rows [r0, r1) of src (row stride ld), columns [0, cl), into L1 (L2 if l2).
 template <class S>
-inline void PrefetchRows(const float* src, size_t ld, int cl, int r0, int r1) {
+inline void PrefetchRows(const float* src, size_t ld, int cl, int r0, int r1, bool l2 = false) {
   for (int i = r0; i < r1; ++i) {
-    for (int c = 0; c < cl; c += 16) S::Prefetch(src + i * ld + c);
+    for (int c = 0; c < cl; c += 16) {
+      if (l2) {
+        S::PrefetchL2(src + i * ld + c);
+      } else {
+        S::Prefetch(src + i * ld + c);
+      }
+    }
   }
 }
 
@@ -540,6 +547,11 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
   acc_s.assign(static_cast<size_t>(chunks) * chunk_stride, 0.0f);
   alignas(64) float xp[kAtXTokens * kAtXChunk];
   thread_local SparseRowTerms sparse_terms;
+  // The next chunk's X rows requested into L2, not L1, where a chunk has few dense rows to
+  // compute (up to 32: xhc's 16 read-map rows, the maps' 32): 32 rows of the same columns
+  // share one L1 set, and requested that early they evicted each other (-5 to -8% of the
+  // weight products' time with L2); with more (xhc_flash's entry, 64) L1 was 5% faster.
+  const bool to_l2 = R - sparse <= 32;  // PERF.md 115
   for (int t0 = 0; t0 < n; t0 += kAtXTokens) {
     const int kt = std::min(kAtXTokens, n - t0);
     const float* a = A + static_cast<size_t>(t0) * lda;
@@ -550,7 +562,7 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
       float* acc = acc_s.data() + k * chunk_stride;
       PackRows<S, kAtXChunk>(kt, kt, false, X + t0 * ldx + c0, ldx, cl, xp);
       // The next chunk's columns of this block (or the next block's first chunk) are
-      // requested while this one computes, a share per row group.
+      // requested while this one computes, a share per row group (to_l2 below).
       const bool last = k + 1 == chunks;
       const float* next = !last ? X + t0 * ldx + c0 + kAtXChunk
                           : t0 + kt < n ? X + (t0 + kt) * ldx : nullptr;
@@ -563,12 +575,12 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
       for (int g = 0; r0 + 4 <= R; r0 += 4, ++g) {
         if (next) {
           PrefetchRows<S>(next, ldx, next_cl, g * per_group,
-                          std::min(next_rows, (g + 1) * per_group));
+                          std::min(next_rows, (g + 1) * per_group), to_l2);
         }
         AtXRowGroup<S, 4>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk);
       }
       if (next && (r0 < R || r0 == sparse)) {  // the last, partial group's share (or all)
-        PrefetchRows<S>(next, ldx, next_cl, (groups - 1) * per_group, next_rows);
+        PrefetchRows<S>(next, ldx, next_cl, (groups - 1) * per_group, next_rows, to_l2);
       }
       switch (R - r0) {
         case 3: AtXRowGroup<S, 3>(kt, padded, a + r0, lda, xp, acc + r0 * kAtXChunk); break;
