@@ -206,5 +206,42 @@ TEST(StageExecutorFailureTest, PeerFailingMidStepIsAnErrorNotAHang) {
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
 }
 
+// Every send a rank posts is a `send` span on the communication track (exposed
+// communication: the time the compute thread spent in Isend), one per output that leaves the
+// rank: 1f1b on 2 ranks sends each micro-batch's activation one way and its gradient back.
+TEST(StageExecutorSpansTest, EverySendPostIsACommunicationSpan) {
+  const Config config = MakeConfig("{type: vanilla}", "1f1b", 1);
+  absl::StatusOr<plan::JobPlan> plan = plan::MakePlan(config, 2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const Corpus corpus = MakeCorpus();
+  auto world = FakeTransport::CreateWorld(2);
+  std::vector<std::unique_ptr<StageExecutor>> execs;
+  for (int r = 0; r < 2; ++r) {
+    execs.push_back(std::make_unique<StageExecutor>(config, *plan, r, world[r].get(), &corpus));
+  }
+  std::vector<absl::StatusOr<StepOutcome>> out(2, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] { out[r] = execs[r]->RunStep(0, kSteps, false); });
+  }
+  for (auto& t : threads) t.join();
+  const int microbatches = config.train.microbatches;
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(out[r].ok()) << out[r].status();
+    const std::string prefix = r == 0 ? "send F0." : "send B1.";
+    int sends = 0;
+    double send_s = 0;
+    for (const proto::Span& span : out[r]->spans) {
+      if (span.name().rfind("send ", 0) != 0) continue;
+      EXPECT_EQ(span.name().rfind(prefix, 0), 0u) << "rank " << r << ": " << span.name();
+      EXPECT_EQ(span.track(), 1) << span.name();  // communication
+      ++sends;
+      send_s += span.dur_us() * 1e-6;
+    }
+    EXPECT_EQ(sends, microbatches) << "rank " << r;
+    EXPECT_GE(out[r]->comm_wait_s, send_s) << "rank " << r;
+  }
+}
+
 }  // namespace
 }  // namespace xhc::worker
