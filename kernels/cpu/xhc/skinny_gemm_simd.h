@@ -562,7 +562,7 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
       float* acc = acc_s.data() + k * chunk_stride;
       PackRows<S, kAtXChunk>(kt, kt, false, X + t0 * ldx + c0, ldx, cl, xp);
       // The next chunk's columns of this block (or the next block's first chunk) are
-      // requested while this one computes, a share per row group (to_l2 below).
+      // requested while this one computes, a share per row group (into L2 or L1: to_l2, above).
       const bool last = k + 1 == chunks;
       const float* next = !last ? X + t0 * ldx + c0 + kAtXChunk
                           : t0 + kt < n ? X + (t0 + kt) * ldx : nullptr;
