@@ -107,17 +107,23 @@ absl::Status StageExecutor::FinishMirrors() {
 }
 
 absl::StatusOr<double> StageExecutor::AllReduceGradNorm(double local_sum_of_squares) {
-  // First every rank's arrival time (one slot each, the others 0: the sum is exact), so the
-  // wait for the slowest rank counts as waiting on peers; then the norm itself, alone, so
-  // its reduction order is the one of a 1-element sum as before.
+  // One all-reduce of two slots per rank, each written by its rank alone (the others add 0,
+  // so every slot arrives exact): when the rank arrived, so the wait for the slowest counts
+  // as waiting on peers, and its sum of squares, added below in rank order, so the norm does
+  // not depend on how gloo orders a reduction. One collective where two ran before: on two
+  // cores each costs the step 0.5-1 ms of wake-ups (PERF.md 117).
   const absl::Time t0 = absl::Now();
-  std::vector<double> arrival(static_cast<size_t>(transport_->world_size()), 0.0);
-  arrival[static_cast<size_t>(rank_)] = static_cast<double>(absl::ToUnixMicros(t0));
-  RETURN_IF_ERROR(transport_->AllReduceSum(arrival.data(), arrival.size(), timeout_));
-  double last = 0;
-  for (double a : arrival) last = std::max(last, a);
-  double sq = local_sum_of_squares;
-  RETURN_IF_ERROR(transport_->AllReduceSum(&sq, 1, timeout_));
+  const size_t world = static_cast<size_t>(transport_->world_size());
+  const size_t me = static_cast<size_t>(rank_);
+  std::vector<double> slots(2 * world, 0.0);
+  slots[me] = static_cast<double>(absl::ToUnixMicros(t0));
+  slots[world + me] = local_sum_of_squares;
+  RETURN_IF_ERROR(transport_->AllReduceSum(slots.data(), slots.size(), timeout_));
+  double last = 0, sq = 0;
+  for (size_t r = 0; r < world; ++r) {
+    last = std::max(last, slots[r]);
+    sq += slots[world + r];
+  }
   AddWaitSpans("all-reduce grad norm", t0, absl::Now(),
                absl::FromUnixMicros(static_cast<int64_t>(last)));
   return std::sqrt(sq);

@@ -3,7 +3,8 @@
 // failure fails the transport). For every schedule and rank count the per-micro-batch losses
 // and every parameter after several steps are bit-identical to the same job on one rank (so
 // are uneven stages, an end stage holding no layer included);
-// a rank whose peer fails mid-step gets an error (kUnavailable), not a hang.
+// a rank whose peer fails mid-step gets an error (kUnavailable), not a hang; the step-end
+// gradient norm is one collective.
 #include <cstring>
 #include <map>
 #include <string>
@@ -241,6 +242,100 @@ TEST(StageExecutorSpansTest, EverySendPostIsACommunicationSpan) {
     EXPECT_EQ(sends, microbatches) << "rank " << r;
     EXPECT_GE(out[r]->comm_wait_s, send_s) << "rank " << r;
   }
+}
+
+// Records what a rank posts (point to point: send or receive, and the tag's kind, in order)
+// and counts its collectives; everything goes on to the wrapped transport.
+class RecordingTransport : public Transport {
+ public:
+  struct Post {
+    bool is_send;
+    TagKind kind;
+  };
+  explicit RecordingTransport(Transport* inner) : inner_(inner) {}
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  absl::StatusOr<std::unique_ptr<Request>> Isend(int peer, uint64_t tag, const float* data,
+                                                 size_t count) override {
+    Record(true, tag);
+    return inner_->Isend(peer, tag, data, count);
+  }
+  absl::StatusOr<std::unique_ptr<Request>> Irecv(int peer, uint64_t tag, float* data,
+                                                 size_t count) override {
+    Record(false, tag);
+    return inner_->Irecv(peer, tag, data, count);
+  }
+  absl::Status AllReduceSum(double* data, size_t count, absl::Duration timeout) override {
+    ++collectives;
+    return inner_->AllReduceSum(data, count, timeout);
+  }
+  absl::Status AllReduceSum(float* data, size_t count, absl::Duration timeout) override {
+    ++collectives;
+    return inner_->AllReduceSum(data, count, timeout);
+  }
+  absl::Status Barrier(absl::Duration timeout) override {
+    ++collectives;
+    return inner_->Barrier(timeout);
+  }
+  void Abort() override { inner_->Abort(); }
+
+  int collectives = 0;
+  std::vector<Post> posts;
+
+ private:
+  void Record(bool is_send, uint64_t tag) {
+    absl::StatusOr<TagParts> parts = DecodeTag(tag);
+    EXPECT_TRUE(parts.ok()) << parts.status();
+    if (parts.ok()) posts.push_back({is_send, parts->kind});
+  }
+  Transport* inner_;
+};
+
+// Runs one step of `ranks` executors, each behind a RecordingTransport.
+struct RecordedStep {
+  std::vector<std::unique_ptr<RecordingTransport>> transports;
+  std::vector<absl::StatusOr<StepOutcome>> out;
+};
+RecordedStep RunRecordedStep(const Config& config, int ranks) {
+  RecordedStep r;
+  absl::StatusOr<plan::JobPlan> plan = plan::MakePlan(config, ranks);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return r;
+  const Corpus corpus = MakeCorpus();
+  auto world = FakeTransport::CreateWorld(ranks);
+  std::vector<std::unique_ptr<StageExecutor>> execs;
+  for (int i = 0; i < ranks; ++i) {
+    r.transports.push_back(std::make_unique<RecordingTransport>(world[i].get()));
+    execs.push_back(
+        std::make_unique<StageExecutor>(config, *plan, i, r.transports[i].get(), &corpus));
+  }
+  r.out.assign(ranks, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < ranks; ++i) {
+    threads.emplace_back([&, i] { r.out[i] = execs[i]->RunStep(0, kSteps, false); });
+  }
+  for (auto& t : threads) t.join();
+  return r;
+}
+
+// The step-end gradient norm is one collective (arrival times and partial sums together),
+// every rank gets the same norm, and it is the norm of the whole model: the one-rank run's
+// up to the order of the additions.
+TEST(StageExecutorGradNormTest, OneCollectiveGivesEveryRankTheWholeModelsNorm) {
+  const Config config = MakeConfig("{type: xhc}", "1f1b", 1);
+  std::vector<double> norms;
+  for (int ranks : {1, 4}) {
+    RecordedStep r = RunRecordedStep(config, ranks);
+    ASSERT_EQ(r.out.size(), static_cast<size_t>(ranks));
+    for (int i = 0; i < ranks; ++i) {
+      ASSERT_TRUE(r.out[i].ok()) << r.out[i].status();
+      EXPECT_EQ(r.transports[i]->collectives, 1) << ranks << " ranks, rank " << i;
+      EXPECT_EQ(r.out[i]->grad_norm, r.out[0]->grad_norm) << ranks << " ranks, rank " << i;
+    }
+    norms.push_back(r.out[0]->grad_norm);
+  }
+  EXPECT_GT(norms[0], 0);
+  EXPECT_NEAR(norms[1], norms[0], 1e-12 * norms[0]);
 }
 
 }  // namespace
