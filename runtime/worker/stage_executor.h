@@ -91,9 +91,11 @@ class StageExecutor {
   absl::Status PostSend(bool forward, int stage, int mb, int peer);
   // Stamps and posts the send of a just-produced output (forward activation or input grad).
   absl::Status SendNow(bool forward, int stage, int mb, int peer, std::vector<float> buffer);
-  // DualPipe's mirror-gradient sum of `stage` with its other replica: posted at its
-  // REDUCE_GRAD (the exchange then overlaps the rest of the step), finished (waited for and
-  // added) by FinishMirror before anything reads the stage's gradients.
+  // DualPipe's mirror-gradient sum of `stage` with its other replica: the receives of every
+  // held stage with a REDUCE_GRAD posted when the step starts, the sends at its REDUCE_GRAD
+  // (the exchange then overlaps the rest of the step), finished (waited for and added) by
+  // FinishMirror before anything reads the stage's gradients.
+  absl::Status PostMirrorRecvs();
   absl::Status PostMirror(int stage, int peer);
   absl::Status FinishMirror(int stage);
   absl::Status FinishMirrors();
@@ -130,7 +132,7 @@ class StageExecutor {
   // replica's lands in `theirs` (kept across steps: sized once, never cleared).
   struct MirrorExchange {
     std::vector<std::vector<double>> theirs;
-    std::vector<std::unique_ptr<Request>> requests;  // empty: none in flight
+    std::vector<std::unique_ptr<Request>> recvs, sends;  // empty: none in flight
   };
   std::map<int, MirrorExchange> mirrors_;  // by stage
   BufferPool buffers_;  // the above's payloads, recycled once consumed or sent

@@ -50,9 +50,35 @@ absl::Status StageExecutor::Execute(const Action& a, int64_t step) {
   return absl::InternalError("unknown action type");
 }
 
+absl::Status StageExecutor::PostMirrorRecvs() {
+  // Both replicas of a DualPipe stage exchange their gradients and add the other's (IEEE
+  // addition is commutative, so both copies end bit-identical and stay so after AdamW). The
+  // receives are posted when the step starts: gloo moves a message only once its receive is
+  // posted, and posted at REDUCE_GRAD they put the whole transfer of the replica's sums (sent
+  // long before when it finished first) behind this rank's last weight pass (PERF.md 118).
+  for (const Action& a : plan_.lowered[pipeline_rank_]) {
+    if (a.type != ActionType::kReduceGrad) continue;
+    MirrorExchange& m = mirrors_[a.stage_idx];
+    if (!m.recvs.empty()) {
+      return absl::InternalError(
+          absl::StrCat("stage ", a.stage_idx, ": a second REDUCE_GRAD in a step"));
+    }
+    const int peer = plan_.WorldRank(replica_, a.peer_rank);
+    const auto& params = params_.at(a.stage_idx)->all();
+    m.theirs.resize(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      m.theirs[i].resize(params[i]->grad_acc.size());
+      const uint64_t tag = MakeTag(TagKind::kMirrorGradient, a.stage_idx, static_cast<int>(i));
+      ASSIGN_OR_RETURN(auto recv, transport_->Irecv(peer, tag,
+                                                    reinterpret_cast<float*>(m.theirs[i].data()),
+                                                    2 * m.theirs[i].size()));
+      m.recvs.push_back(std::move(recv));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StageExecutor::PostMirror(int stage, int peer) {
-  // Both replicas of a DualPipe stage exchange their gradients and add the other's. IEEE
-  // addition is commutative, so both copies end bit-identical and stay so after AdamW.
   // Posted when this rank's last contribution to the stage is in (the schedule puts
   // REDUCE_GRAD there), so the transfer runs under the rest of the step's compute; the two
   // replicas may post their stages in different orders, which non-blocking posts allow. One
@@ -60,38 +86,43 @@ absl::Status StageExecutor::PostMirror(int stage, int peer) {
   // per double) straight from grad_acc, which nothing changes until FinishMirror: a copy of
   // the stage's 10 MB into one buffer took the compute thread 11.6 ms here (PERF.md 84).
   MirrorExchange& m = mirrors_[stage];
-  if (!m.requests.empty()) {
+  if (!m.sends.empty()) {
     return absl::InternalError(absl::StrCat("stage ", stage, ": a second REDUCE_GRAD in a step"));
   }
   model::ParamSetT<float>& ps = *params_.at(stage);
   ps.MaterializeSums();
   const auto& params = ps.all();
-  m.theirs.resize(params.size());
+  if (m.recvs.size() != params.size()) {
+    return absl::InternalError(absl::StrCat("stage ", stage, ": REDUCE_GRAD with ",
+                                            m.recvs.size(), " of ", params.size(),
+                                            " mirror receives posted"));
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     std::vector<double>& acc = params[i]->grad_acc;
-    m.theirs[i].resize(acc.size());
     const uint64_t tag = MakeTag(TagKind::kMirrorGradient, stage, static_cast<int>(i));
-    ASSIGN_OR_RETURN(auto recv, transport_->Irecv(peer, tag,
-                                                  reinterpret_cast<float*>(m.theirs[i].data()),
-                                                  2 * acc.size()));
-    m.requests.push_back(std::move(recv));
     ASSIGN_OR_RETURN(auto send, transport_->Isend(peer, tag, reinterpret_cast<float*>(acc.data()),
                                                   2 * acc.size()));
-    m.requests.push_back(std::move(send));
+    m.sends.push_back(std::move(send));
   }
   return absl::OkStatus();
 }
 
 absl::Status StageExecutor::FinishMirror(int stage) {
   auto it = mirrors_.find(stage);
-  if (it == mirrors_.end() || it->second.requests.empty()) return absl::OkStatus();
+  if (it == mirrors_.end() || it->second.recvs.empty()) return absl::OkStatus();
   MirrorExchange& m = it->second;
+  if (m.sends.empty()) {
+    return absl::InternalError(
+        absl::StrCat("stage ", stage, ": mirror gradients needed before its REDUCE_GRAD ran"));
+  }
   // The span is the wait at the finish (what the exchange still costs the step), not the
   // time since it was posted.
   const absl::Time t0 = absl::Now();
-  for (const auto& r : m.requests) RETURN_IF_ERROR(r->Wait(timeout_));
+  for (const auto& r : m.recvs) RETURN_IF_ERROR(r->Wait(timeout_));
+  for (const auto& r : m.sends) RETURN_IF_ERROR(r->Wait(timeout_));
   AddSpan(absl::StrCat("reduce grad ", stage), 1, t0, absl::Now());
-  m.requests.clear();
+  m.recvs.clear();
+  m.sends.clear();
   const auto& params = params_.at(stage)->all();
   for (size_t i = 0; i < params.size(); ++i) {
     const double* theirs = m.theirs[i].data();
@@ -168,10 +199,13 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
   sent_bwd_.clear();
   // Likewise (a Request destroyed before its Wait returned fails the transport, which a
   // failed step has done anyway; the receive buffers stay).
-  for (auto& [stage, m] : mirrors_) m.requests.clear();
-  absl::Status status = absl::OkStatus();
+  for (auto& [stage, m] : mirrors_) {
+    m.recvs.clear();
+    m.sends.clear();
+  }
+  absl::Status status = PostMirrorRecvs();
   const std::vector<Action>& actions = plan_.lowered[pipeline_rank_];
-  for (size_t i = 0; i < actions.size(); ++i) {
+  for (size_t i = 0; status.ok() && i < actions.size(); ++i) {
     status = Execute(actions[i], step);
     if (!status.ok()) break;
     ++actions_done_;

@@ -4,7 +4,8 @@
 // and every parameter after several steps are bit-identical to the same job on one rank (so
 // are uneven stages, an end stage holding no layer included);
 // a rank whose peer fails mid-step gets an error (kUnavailable), not a hang; the step-end
-// gradient norm is one collective.
+// gradient norm is one collective; DualPipe posts its mirror-gradient receives when a step
+// starts.
 #include <cstring>
 #include <map>
 #include <string>
@@ -336,6 +337,33 @@ TEST(StageExecutorGradNormTest, OneCollectiveGivesEveryRankTheWholeModelsNorm) {
   }
   EXPECT_GT(norms[0], 0);
   EXPECT_NEAR(norms[1], norms[0], 1e-12 * norms[0]);
+}
+
+// DualPipe's mirror-gradient receives are posted before anything else in the step (gloo
+// moves a message only once its receive is posted: posted at REDUCE_GRAD, the replica's sums
+// waited behind this rank's last weight pass), one per parameter of each held stage, and the
+// sends follow later, at REDUCE_GRAD.
+TEST(StageExecutorMirrorTest, MirrorReceivesArePostedWhenTheStepStarts) {
+  const Config config = MakeConfig("{type: xhc}", "dualpipe", 1);
+  RecordedStep r = RunRecordedStep(config, 2);
+  ASSERT_EQ(r.out.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(r.out[i].ok()) << r.out[i].status();
+    const std::vector<RecordingTransport::Post>& posts = r.transports[i]->posts;
+    size_t leading = 0;  // mirror receives before the first other post
+    while (leading < posts.size() && !posts[leading].is_send &&
+           posts[leading].kind == TagKind::kMirrorGradient) {
+      ++leading;
+    }
+    size_t mirror_recvs = 0, mirror_sends = 0;
+    for (const auto& p : posts) {
+      if (p.kind != TagKind::kMirrorGradient) continue;
+      ++(p.is_send ? mirror_sends : mirror_recvs);
+    }
+    EXPECT_GT(mirror_recvs, 0u) << "rank " << i;
+    EXPECT_EQ(leading, mirror_recvs) << "rank " << i << ": a mirror receive posted mid-step";
+    EXPECT_EQ(mirror_sends, mirror_recvs) << "rank " << i;
+  }
 }
 
 }  // namespace
