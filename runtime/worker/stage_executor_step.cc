@@ -141,8 +141,8 @@ absl::StatusOr<double> StageExecutor::AllReduceGradNorm(double local_sum_of_squa
   // One all-reduce of two slots per rank, each written by its rank alone (the others add 0,
   // so every slot arrives exact): when the rank arrived, so the wait for the slowest counts
   // as waiting on peers, and its sum of squares, added below in rank order, so the norm does
-  // not depend on how gloo orders a reduction. One collective where two ran before: on two
-  // cores each costs the step 0.5-1 ms of wake-ups (PERF.md 117).
+  // not depend on how gloo orders a reduction. One collective where two ran before (PERF.md
+  // 117: what a slow one waits for was not the number of rounds).
   const absl::Time t0 = absl::Now();
   const size_t world = static_cast<size_t>(transport_->world_size());
   const size_t me = static_cast<size_t>(rank_);
