@@ -9,7 +9,7 @@
 // as the fused passes call both products; unpacked calls pack W per call), streaming and,
 // for DotRows, cached (the gap between them is what the X stream costs).
 // Prints GFLOP/s, best of 5. `--case NAME` runs one case (proj, proj8k, maps, flash, flash64,
-// pre16).
+// pre16, tile512).
 //   bazel run //kernels/cpu/xhc:skinny_gemm_bench [-- --case pre16]
 
 #include <algorithm>
@@ -47,9 +47,13 @@ struct Case {
 // DotRows and AtXRows); flash64, its input-gradient product (the read maps' rows, AxpyRows).
 // pre16: xhc's input-gradient product at the bench's N*C (the 16 read-map rows; the router's
 // are added per token).
+// tile512: proj's rows over 512 columns, so DotRows' cached block (X 32 KiB, packed W 64 KiB)
+// sits in L1 and L2: the register tile's own rate, against which proj shows what reaching X
+// and W from L3 and memory costs (PERF.md 122).
 constexpr Case kCases[] = {{"proj", 32, 16384, 16}, {"proj8k", 32, 8192, 16},
                            {"maps", 32, 4096, 0},   {"flash", 80, 8192, 16},
-                           {"flash64", 64, 8192, 0}, {"pre16", 16, 16384, 0}};
+                           {"flash64", 64, 8192, 0}, {"pre16", 16, 16384, 0},
+                           {"tile512", 32, 512, 0}};
 
 // The cases named `only` (all when empty).
 void Run(const std::string& only) {
