@@ -72,22 +72,24 @@ class GlooRequest : public Request {
                            TagToString(tag_));
   }
 
-  gloo::transport::UnboundBuffer* buffer() { return buffer_.get(); }
-
-  // A send: hands the gloo post to the transport's post thread (post_thread.h).
-  void QueueSend() {
-    post_id_ = transport_->poster_.Queue([this] { PostSend(); });
+  // Hands the gloo post to the transport's post thread (post_thread.h).
+  void QueuePost() {
+    post_id_ = transport_->poster_.Queue([this] { PostNow(); });
   }
 
  private:
   // On the post thread. post_status_ is read by Wait only after AwaitDone saw this finish.
-  void PostSend() {
+  void PostNow() {
     if (transport_->latch_.failed()) {
       post_status_ = transport_->latch_.Check("posting " + Describe());
       return;
     }
     try {
-      buffer_->send(peer_, tag_);
+      if (is_send_) {
+        buffer_->send(peer_, tag_);
+      } else {
+        buffer_->recv(peer_, tag_);
+      }
     } catch (const std::exception& e) {
       post_status_ = transport_->Fail(
           transport_->StatusFromGloo(e.what(), absl::ZeroDuration(), "posting " + Describe()));
@@ -101,7 +103,7 @@ class GlooRequest : public Request {
   const uint64_t tag_;
   bool finished_ = false;
   absl::Status result_;
-  PostThread::Id post_id_ = 0;  // a send's post (0: a receive, posted by Post itself)
+  PostThread::Id post_id_ = 0;  // the post's job on the post thread (0: not queued)
   absl::Status post_status_;
 };
 
@@ -113,14 +115,14 @@ absl::Status GlooRequest::Wait(absl::Duration timeout) {
     return ToGlooTimeout(timeout, what()).status();  // a caller bug; the op stays pending
   }
   absl::Status status;
-  if (post_id_ != 0) {  // a send: its post first, within the same deadline
+  if (post_id_ != 0) {  // its post first, within the same deadline
     const absl::Time deadline = absl::Now() + timeout;
     if (!transport_->poster_.AwaitDone(post_id_, deadline)) {
       status = transport_->latch_.failed()
                    ? transport_->latch_.Check(what())
                    : transport_->Fail(absl::DeadlineExceededError(
                          absl::StrCat("timed out after ", absl::FormatDuration(timeout), " ",
-                                      what(), " (the send was never posted)")));
+                                      what(), " (it was never posted)")));
       Finish(status);
       return status;
     }
@@ -258,17 +260,10 @@ absl::StatusOr<std::unique_ptr<Request>> GlooTransport::Post(bool is_send, int p
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer =
       context_->createUnboundBuffer(count > 0 ? data : &empty_payload, count * sizeof(float));
   auto request = std::make_unique<GlooRequest>(this, std::move(buffer), is_send, peer, tag);
-  if (is_send) {
-    request->QueueSend();
-    return std::unique_ptr<Request>(std::move(request));
-  }
-  try {
-    request->buffer()->recv(peer, tag);
-  } catch (const std::exception& e) {
-    absl::Status status = Fail(StatusFromGloo(e.what(), absl::ZeroDuration(), "posting " + what));
-    request->Finish(status);
-    return status;
-  }
+  // Receives too: posting one takes the connection's lock, which gloo's event loop holds
+  // while it reads a payload off that connection and the post thread while it writes one,
+  // so on the caller's thread a receive post waited for whole transfers (PERF.md 124).
+  request->QueuePost();
   return std::unique_ptr<Request>(std::move(request));
 }
 

@@ -9,9 +9,11 @@
 // Engine facts this class builds on (gloo 2022-05, tcp transport):
 //  * A receive is posted to a per-device event-loop thread, which reads its payload. A send
 //    whose matching receive is already posted is written into the socket by the thread that
-//    posts it, before the post returns (the rest, if the socket fills, by the event loop):
-//    so sends are posted from a thread of this transport's own (post_thread.h), and Isend
-//    returns at once; Wait on a send waits for its post, then for its completion.
+//    posts it, before the post returns (the rest, if the socket fills, by the event loop).
+//    Both posts take the connection's lock, which the event loop holds while it reads a
+//    payload and a send's post while it writes one. So every post is made from a thread of
+//    this transport's own (post_thread.h): Isend and Irecv return at once, and Wait waits
+//    for the post, then for the operation's completion.
 //  * A wait that times out closes every connection of the context (gloo's own rule: the
 //    pending operations may still own user buffers). Hence "first failure fails the
 //    transport" in transport.h.
@@ -111,7 +113,7 @@ class GlooTransport : public Transport {
   std::atomic<bool> aborted_{false};
   std::mutex requests_mu_;
   absl::flat_hash_set<GlooRequest*> requests_;  // guarded by requests_mu_
-  // Posts the sends (declared last: joined before anything above goes).
+  // Makes the posts (declared last: joined before anything above goes).
   PostThread poster_;
 };
 
