@@ -9,15 +9,20 @@ namespace xhc {
 void EtaEstimator::Add(int64_t done, double step_s, bool evaluated) {
   (void)done;
   if (!evaluated) {
+    if (train_steps_ == 0) first_train_s_ = step_s;
     train_s_ += step_s;
     ++train_steps_;
     return;
   }
   // An evaluation step's extra time over a training step (before any training-only step
   // there is nothing to tell them apart by: the whole step counts as evaluation).
-  const double train_mean = train_steps_ > 0 ? train_s_ / train_steps_ : 0.0;
-  eval_extra_s_ += std::max(0.0, step_s - train_mean);
+  eval_extra_s_ += std::max(0.0, step_s - TrainMean());
   ++evals_;
+}
+
+double EtaEstimator::TrainMean() const {
+  if (train_steps_ >= 2) return (train_s_ - first_train_s_) / static_cast<double>(train_steps_ - 1);
+  return train_steps_ > 0 ? train_s_ : 0.0;
 }
 
 int64_t EtaEstimator::EvaluationsAfter(int64_t done) const {
@@ -28,9 +33,8 @@ int64_t EtaEstimator::EvaluationsAfter(int64_t done) const {
 }
 
 double EtaEstimator::SecondsLeft(int64_t done) const {
-  const double train_mean = train_steps_ > 0 ? train_s_ / train_steps_ : 0.0;
   const double eval_mean = evals_ > 0 ? eval_extra_s_ / evals_ : 0.0;
-  return train_mean * static_cast<double>(std::max<int64_t>(0, total_ - done)) +
+  return TrainMean() * static_cast<double>(std::max<int64_t>(0, total_ - done)) +
          eval_mean * static_cast<double>(EvaluationsAfter(done));
 }
 

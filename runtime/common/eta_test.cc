@@ -32,8 +32,21 @@ TEST(EtaEstimator, StaysStableAcrossEvaluationSteps) {
 TEST(EtaEstimator, NoEvaluations) {
   EtaEstimator eta(10, 0);
   eta.Add(1, 2.0, false);
+  EXPECT_DOUBLE_EQ(eta.SecondsLeft(1), 2.0 * 9);  // one step: all there is to go by
   eta.Add(2, 4.0, false);
-  EXPECT_DOUBLE_EQ(eta.SecondsLeft(2), 3.0 * 8);
+  eta.Add(3, 6.0, false);
+  EXPECT_DOUBLE_EQ(eta.SecondsLeft(3), 5.0 * 7);  // the mean of the steps after the first
+}
+
+// The first step pays the warm-up; the ETA after the second already follows the steady steps.
+TEST(EtaEstimator, FirstStepsWarmUpDoesNotInflateTheEstimate) {
+  EtaEstimator eta(400, 40);
+  eta.Add(1, 0.45, false);
+  for (int64_t done = 2; done <= 10; ++done) {
+    eta.Add(done, 0.25, false);
+    EXPECT_NEAR(eta.SecondsLeft(done), 0.25 * static_cast<double>(400 - done), 1e-9)
+        << "after step " << done;
+  }
 }
 
 TEST(EtaEstimator, Formats) {
