@@ -203,25 +203,46 @@ void ParamSetT<T>::ZeroGrads() {
   acc_started_ = false;
 }
 
+namespace {
+
+// grad_acc[begin, end) += grad (= 0.0 + grad on a step's first pass), then grad = 0.
+template <typename T>
+void AccumulatePiece(const ParamPiece<T>& piece, bool first) {
+  T* grad = piece.param->grad.data();
+  double* acc = piece.param->grad_acc.data();
+  if (first) {  // 0.0 + g, not g: a -0.0 gradient becomes +0.0, as when added to a zero sum
+#pragma omp simd
+    for (int64_t i = piece.begin; i < piece.end; ++i) acc[i] = 0.0 + static_cast<double>(grad[i]);
+  } else {
+#pragma omp simd
+    for (int64_t i = piece.begin; i < piece.end; ++i) acc[i] += static_cast<double>(grad[i]);
+  }
+  std::fill(grad + piece.begin, grad + piece.end, T(0));
+}
+
+}  // namespace
+
 template <typename T>
 void ParamSetT<T>::AccumulateGrads() {
   const int64_t count = static_cast<int64_t>(pieces_.size());
   const bool first = !acc_started_;
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < count; ++k) {
-    T* grad = pieces_[k].param->grad.data();
-    double* acc = pieces_[k].param->grad_acc.data();
-    const int64_t begin = pieces_[k].begin, end = pieces_[k].end;
-    if (first) {  // 0.0 + g, not g: a -0.0 gradient becomes +0.0, as when added to a zero sum
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i) acc[i] = 0.0 + static_cast<double>(grad[i]);
-    } else {
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i) acc[i] += static_cast<double>(grad[i]);
-    }
-    std::fill(grad + begin, grad + end, T(0));
-  }
+  for (int64_t k = 0; k < count; ++k) AccumulatePiece(pieces_[k], first);
   acc_started_ = true;
+}
+
+template <typename T>
+void ParamSetT<T>::AccumulateGroup(const std::vector<ParamT<T>*>& group) {
+  std::vector<ParamPiece<T>> pieces;
+  for (ParamT<T>* p : group) {
+    for (int64_t begin = 0; begin < p->numel(); begin += kParamPieceElements) {
+      pieces.push_back({p, begin, std::min(p->numel(), begin + kParamPieceElements)});
+    }
+  }
+  const int64_t count = static_cast<int64_t>(pieces.size());
+  const bool first = !acc_started_;
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < count; ++k) AccumulatePiece(pieces[k], first);
 }
 
 template <typename T>

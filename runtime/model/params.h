@@ -73,6 +73,12 @@ class ParamSetT {
   // two halves in a different order than single-process training): rounded back to float,
   // the sums agree bit for bit in practice.
   void AccumulateGrads();
+  // AccumulateGrads a group at a time, for a weight pass that finishes its parameters'
+  // gradients one part after another (StageModelT::BackwardWeight with a ParamsDone): the
+  // same sums, bit for bit. Every parameter goes through AccumulateGroup exactly once, then
+  // EndGroupedAccumulation closes the pass as AccumulateGrads would.
+  void AccumulateGroup(const std::vector<ParamT<T>*>& group);
+  void EndGroupedAccumulation() { acc_started_ = true; }
   // grad = float(grad_acc): the step's gradient, ready for the norm and the optimizer.
   void FinalizeGrads();
   // Makes grad_acc hold the step's sum as it stands (zeros if no micro-batch ran since

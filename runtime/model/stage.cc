@@ -18,6 +18,7 @@ StageModelT<T>::StageModelT(const ModelConfig& cfg, const StageSpec& spec, Param
     layers_.push_back(ResolveLayer(cfg, l, *params));
   }
   if (spec.has_head) head_ = ResolveHead(cfg, *params);
+  weight_groups_ = GroupByWeightPass(spec, *params);
 }
 
 template <typename T>

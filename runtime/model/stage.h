@@ -51,7 +51,13 @@ class StageModelT {
   // computed in that buffer, with no copy).
   absl::Status BackwardInput(int mb, double loss_scale, const T* dx_out, T* dx_in);
 
-  absl::Status BackwardWeight(int mb);
+  // With `done`, this is the stage's last weight pass of the step: each group of parameters
+  // (GroupByWeightPass: one sublayer's, the head's, the embedding's) is added into grad_acc as
+  // soon as the part of the pass that writes it has run, and handed to `done`, whose sums are
+  // then final for the step: DualPipe sends them to the mirror copy while the rest of the
+  // pass runs. Every parameter is handed over once; same bits as without (stage_split_test).
+  using ParamsDone = std::function<absl::Status(const std::vector<ParamT<T>*>& group)>;
+  absl::Status BackwardWeight(int mb, const ParamsDone& done = nullptr);
 
   // BackwardInput then BackwardWeight, for callers that run them back to back with nothing
   // waiting on dx_in in between (single-process training, evaluation): each sublayer's weight
@@ -95,6 +101,8 @@ class StageModelT {
   absl::Status BackwardInputPass(int mb, double loss_scale, const T* dx_out, T* dx_in,
                                  bool weights_now);
   absl::Status RunQueuedWeights(MicrobatchState<T>* st);  // in order, emptying the queue
+  // The same, accumulating each group and handing it to `done` once its last part has run.
+  absl::Status RunQueuedWeightsByGroup(MicrobatchState<T>* st, const ParamsDone& done);
   absl::StatusOr<double> ForwardHead(MicrobatchState<T>* st, const T* X, std::vector<T>* logits);
   // Writes the head's gradient into every element of dX (n, N, C).
   absl::Status BackwardHead(MicrobatchState<T>* st, double loss_scale, T* dX);
@@ -104,6 +112,7 @@ class StageModelT {
   ParamSetT<T>* params_;
   ParamT<T>* embed_ = nullptr;
   std::vector<LayerWeights<T>> layers_;
+  std::vector<std::vector<ParamT<T>*>> weight_groups_;  // GroupByWeightPass
   HeadWeights<T> head_;
   std::map<int, std::unique_ptr<MicrobatchState<T>>> inflight_;
   // States of finished micro-batches, reused by the next Forward: their buffers keep their

@@ -82,13 +82,13 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
     // X: the input the pass has just taken, kept until the next sublayer's pass. xhc_flash's
     // weight gradients need the whole window's input passes (down to its entry sublayer,
     // position 0), which leave X at the window's entry state: queued until then.
-    st->pending_w.push_back([weights, X] { return weights(X->data()); });
+    st->pending_w.push_back({sub_idx, [weights, X] { return weights(X->data()); }});
     const bool window_done = !s.cache.dims.flash || s.cache.dims.pos == 0;
     return window_done ? RunQueuedWeights(st) : absl::OkStatus();
   }
   // Queued in backward order (last sublayer first): the weight pass rebuilds each sublayer's
   // input from X_out in the same order as the input pass did.
-  st->pending_w.push_back([st, sub_idx, hc, phases, weights]() -> absl::Status {
+  st->pending_w.push_back({sub_idx, [st, sub_idx, hc, phases, weights]() -> absl::Status {
     if (hc) {
       PhaseScope timed(phases, PhaseTimes::kResidualBwdW);
       // X_out's last reader, the head's weight pass, ran before this one (the queue is FIFO
@@ -98,7 +98,7 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
       RestoreSublayerInput(*st, sub_idx, &st->X_w);
     }
     return weights(st->X_w.data());
-  });
+  }});
   return absl::OkStatus();
 }
 
@@ -123,7 +123,7 @@ absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_sc
   } else {
     std::copy(st->dy.begin(), st->dy.end(), dX);
   }
-  st->pending_w.push_back([this, st, n, C, V, N, dz = std::move(dz)]() -> absl::Status {
+  auto head_weights = [this, st, n, C, V, N, dz = std::move(dz)]() -> absl::Status {
     PhaseScope timed(phases_, PhaseTimes::kHeadBwd);
     K::MatmulBackwardWeight(head_.lm_head->grad.data(), st->dlogits.data(), st->z.data(), n, C, V);
     K::RmsnormBackwardWeight(head_.final_norm->grad.data(), dz.data(), st->y.data(),
@@ -131,7 +131,8 @@ absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_sc
     if (N == 1) return absl::OkStatus();
     return K::Xhc::HeadBackwardWeights(head_.hc, n, N, C, st->X_out.data(), st->head_cache,
                                        head_.hc_grads);
-  });
+  };
+  st->pending_w.push_back({HeadGroup(spec_), std::move(head_weights)});
   std::vector<T>().swap(st->logits);  // only dlogits is needed from here on
   return absl::OkStatus();
 }
@@ -150,7 +151,7 @@ absl::Status StageModelT<T>::Backward(int mb, double loss_scale, const T* dx_out
 template <typename T>
 absl::Status StageModelT<T>::RunQueuedWeights(MicrobatchState<T>* st) {
   while (!st->pending_w.empty()) {
-    RETURN_IF_ERROR(st->pending_w.front()());
+    RETURN_IF_ERROR(st->pending_w.front().run());
     st->pending_w.pop_front();
   }
   return absl::OkStatus();
@@ -199,7 +200,7 @@ absl::Status StageModelT<T>::BackwardInputPass(int mb, double loss_scale, const 
     PhaseScope timed(phases_, PhaseTimes::kEmbed);
     std::vector<T> de(static_cast<size_t>(n) * C, T(0));
     K::Xhc::ExpandBackward(n, N, C, dX, de.data());
-    st->pending_w.push_back([this, st, n, C, de = std::move(de)]() -> absl::Status {
+    auto embed_weights = [this, st, n, C, de = std::move(de)]() -> absl::Status {
       PhaseScope timed(phases_, PhaseTimes::kEmbed);
       // Token order is fixed, so the scatter-add is deterministic.
       for (int i = 0; i < n; ++i) {
@@ -208,7 +209,8 @@ absl::Status StageModelT<T>::BackwardInputPass(int mb, double loss_scale, const 
         for (int c = 0; c < C; ++c) row[c] += g[c];
       }
       return absl::OkStatus();
-    });
+    };
+    st->pending_w.push_back({EmbedGroup(spec_), std::move(embed_weights)});
   }
   if (weights_now) RETURN_IF_ERROR(RunQueuedWeights(st));
   st->backward_done = true;
@@ -216,18 +218,47 @@ absl::Status StageModelT<T>::BackwardInputPass(int mb, double loss_scale, const 
 }
 
 template <typename T>
-absl::Status StageModelT<T>::BackwardWeight(int mb) {
+absl::Status StageModelT<T>::RunQueuedWeightsByGroup(MicrobatchState<T>* st,
+                                                     const ParamsDone& done) {
+  std::vector<bool> finished(weight_groups_.size(), false);
+  auto finish = [&](int g) -> absl::Status {
+    finished[g] = true;
+    if (weight_groups_[g].empty()) return absl::OkStatus();
+    params_->AccumulateGroup(weight_groups_[g]);
+    return done(weight_groups_[g]);
+  };
+  while (!st->pending_w.empty()) {
+    const int group = st->pending_w.front().group;
+    RETURN_IF_ERROR(st->pending_w.front().run());
+    st->pending_w.pop_front();
+    const bool more = std::any_of(st->pending_w.begin(), st->pending_w.end(),
+                                  [group](const auto& w) { return w.group == group; });
+    if (!more) RETURN_IF_ERROR(finish(group));
+  }
+  for (size_t g = 0; g < finished.size(); ++g) {  // groups no part of this pass wrote
+    if (!finished[g]) RETURN_IF_ERROR(finish(static_cast<int>(g)));
+  }
+  params_->EndGroupedAccumulation();
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status StageModelT<T>::BackwardWeight(int mb, const ParamsDone& done) {
   auto it = inflight_.find(mb);
   if (it == inflight_.end() || !it->second->backward_done) {
     return absl::FailedPreconditionError(
         absl::StrCat("weight gradient of micro-batch ", mb, " before its input gradient"));
   }
   MicrobatchState<T>* st = it->second.get();
-  RETURN_IF_ERROR(RunQueuedWeights(st));
-  params_->AccumulateGrads();
-  std::unique_ptr<MicrobatchState<T>> done = std::move(it->second);
+  if (done) {
+    RETURN_IF_ERROR(RunQueuedWeightsByGroup(st, done));
+  } else {
+    RETURN_IF_ERROR(RunQueuedWeights(st));
+    params_->AccumulateGrads();
+  }
+  std::unique_ptr<MicrobatchState<T>> finished = std::move(it->second);
   inflight_.erase(it);
-  Recycle(std::move(done));
+  Recycle(std::move(finished));
   return absl::OkStatus();
 }
 
@@ -236,7 +267,9 @@ absl::Status StageModelT<T>::BackwardWeight(int mb) {
   template absl::Status StageModelT<T>::Backward(int, double, const T*, T*);                   \
   template absl::Status StageModelT<T>::BackwardInputPass(int, double, const T*, T*, bool);    \
   template absl::Status StageModelT<T>::RunQueuedWeights(MicrobatchState<T>*);                 \
-  template absl::Status StageModelT<T>::BackwardWeight(int);                                  \
+  template absl::Status StageModelT<T>::RunQueuedWeightsByGroup(MicrobatchState<T>*,           \
+                                                                const ParamsDone&);            \
+  template absl::Status StageModelT<T>::BackwardWeight(int, const ParamsDone&);                \
   template absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>*, int, T*,         \
                                                          std::vector<T>*, bool);               \
   template absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>*, double, T*);

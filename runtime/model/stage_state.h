@@ -43,8 +43,13 @@ struct MicrobatchState {
   bool for_backward = false;  // Forward (not ForwardOnly): keep what backward needs
   kernels::HeadCacheT<T> head_cache;
   std::vector<T> y, rstd_f, z, logits, lse, dlogits, dy;
-  // Weight-gradient work queued by BackwardInput, run in order by BackwardWeight.
-  std::deque<std::function<absl::Status()>> pending_w;
+  // Weight-gradient work queued by BackwardInput, run in order by BackwardWeight, each part
+  // with the weight-pass group whose gradients it writes (GroupByWeightPass).
+  struct PendingWeights {
+    int group;
+    std::function<absl::Status()> run;
+  };
+  std::deque<PendingWeights> pending_w;
   bool backward_done = false;
 };
 

@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace xhc::model {
 namespace {
@@ -137,6 +140,44 @@ HeadWeights<T> ResolveHead(const ModelConfig& cfg, const ParamSetT<T>& ps) {
   return w;
 }
 
+template <typename T>
+std::vector<std::vector<ParamT<T>*>> GroupByWeightPass(const StageSpec& spec,
+                                                       const ParamSetT<T>& ps) {
+  std::vector<std::vector<ParamT<T>*>> groups(EmbedGroup(spec) + 1);
+  for (const auto& param : ps.all()) {
+    const std::string& name = param->name;
+    int group = HeadGroup(spec);
+    if (name == "embed.weight") {
+      group = EmbedGroup(spec);
+    } else if (absl::StartsWith(name, "layers.")) {
+      // layers.<l>.<attn|attn_norm|attn_hc|mlp|mlp_norm|mlp_hc>.<...>
+      const std::vector<std::string> parts = absl::StrSplit(name, '.');
+      int layer = -1;
+      const int i = parts.size() > 2 && absl::SimpleAtoi(parts[1], &layer)
+                        ? layer - spec.first_layer
+                        : -1;
+      const bool attn = parts.size() > 2 && absl::StartsWith(parts[2], "attn");
+      const bool mlp = parts.size() > 2 && absl::StartsWith(parts[2], "mlp");
+      if (i < 0 || i >= spec.num_layers || attn == mlp) {
+        std::fprintf(stderr, "internal error: no weight-pass group for parameter %s\n",
+                     name.c_str());
+        std::abort();
+      }
+      group = 2 * i + (mlp ? 1 : 0);
+    } else if (!spec.has_head) {
+      std::fprintf(stderr, "internal error: head parameter %s on a stage without the head\n",
+                   name.c_str());
+      std::abort();
+    }
+    groups[group].push_back(param.get());
+  }
+  return groups;
+}
+
+template std::vector<std::vector<ParamT<float>*>> GroupByWeightPass(const StageSpec&,
+                                                                   const ParamSetT<float>&);
+template std::vector<std::vector<ParamT<double>*>> GroupByWeightPass(const StageSpec&,
+                                                                    const ParamSetT<double>&);
 template LayerWeights<float> ResolveLayer<float>(const ModelConfig&, int, const ParamSetT<float>&);
 template LayerWeights<double> ResolveLayer<double>(const ModelConfig&, int,
                                                    const ParamSetT<double>&);

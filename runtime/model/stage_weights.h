@@ -46,6 +46,16 @@ LayerWeights<T> ResolveLayer(const ModelConfig& cfg, int layer, const ParamSetT<
 template <typename T>
 HeadWeights<T> ResolveHead(const ModelConfig& cfg, const ParamSetT<T>& ps);
 
+// The weight pass's groups (WeightGroup): the stage's parameters by the part of the pass
+// that writes their gradient, so a group's gradient is complete once its part has run.
+// Index 2i + (0 attention, 1 MLP) for the stage's i-th layer (the sublayer's block, its norm
+// and its residual maps), then the head (head_hc, final_norm, lm_head), then the embedding.
+template <typename T>
+std::vector<std::vector<ParamT<T>*>> GroupByWeightPass(const StageSpec& spec,
+                                                       const ParamSetT<T>& ps);
+inline int HeadGroup(const StageSpec& spec) { return 2 * spec.num_layers; }
+inline int EmbedGroup(const StageSpec& spec) { return 2 * spec.num_layers + 1; }
+
 }  // namespace xhc::model
 
 #endif  // XHC_RUNTIME_MODEL_STAGE_WEIGHTS_H_

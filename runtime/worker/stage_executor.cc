@@ -38,6 +38,28 @@ StageExecutor::StageExecutor(const Config& config, const plan::JobPlan& plan, in
     models_[s] = std::make_unique<model::StageModel>(config.model, plan.stages[s], ps.get());
     params_[s] = std::move(ps);
   }
+  // DualPipe's mirrored stages (a REDUCE_GRAD each): the other replica, each parameter's
+  // index, and the stage's last weight pass, which sends the sums as they become final. Only
+  // when no weight pass of the stage follows its REDUCE_GRAD (the lowering puts it after the
+  // last): a later one would change sums already sent.
+  std::map<int, size_t> last_w, reduce_at;
+  const std::vector<Action>& list = plan.lowered[pipeline_rank_];
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].type == ActionType::kReduceGrad) {
+      MirrorExchange& m = mirrors_[list[i].stage_idx];
+      m.peer = plan.WorldRank(replica_, list[i].peer_rank);
+      const auto& params = params_.at(list[i].stage_idx)->all();
+      for (size_t p = 0; p < params.size(); ++p) m.index[params[p].get()] = static_cast<int>(p);
+      reduce_at[list[i].stage_idx] = i;
+    } else if (list[i].WeightGradStage() >= 0) {
+      last_w[list[i].WeightGradStage()] = i;
+    }
+  }
+  for (const auto& [stage, i] : reduce_at) {
+    if (auto it = last_w.find(stage); it != last_w.end() && it->second < i) {
+      last_weight_pass_[it->second] = stage;
+    }
+  }
   if (plan.data_parallel > 1) {
     std::vector<int> group;
     for (int r = 0; r < plan.data_parallel; ++r) group.push_back(plan.WorldRank(r, pipeline_rank_));
@@ -233,9 +255,16 @@ absl::Status StageExecutor::BackwardInput(int stage, int mb) {
   return absl::OkStatus();
 }
 
-absl::Status StageExecutor::BackwardWeight(int stage, int mb) {
+absl::Status StageExecutor::BackwardWeight(int stage, int mb, bool last) {
   const absl::Time t0 = absl::Now();
-  RETURN_IF_ERROR(models_.at(stage)->BackwardWeight(mb));
+  if (last && mirrors_.count(stage) > 0) {
+    RETURN_IF_ERROR(models_.at(stage)->BackwardWeight(
+        mb, [this, stage](const std::vector<model::ParamT<float>*>& group) {
+          return PostMirrorSends(stage, group);
+        }));
+  } else {
+    RETURN_IF_ERROR(models_.at(stage)->BackwardWeight(mb));
+  }
   AddSpan(Name("W", stage, mb), 0, t0, absl::Now());
   return absl::OkStatus();
 }

@@ -83,19 +83,25 @@ class StageExecutor {
   // Span tracks (trace.json threads): compute, communication, waiting on peers.
   enum Track { kCompute = 0, kComm = 1, kPeerWait = 2 };
 
-  absl::Status Execute(const scheduler::Action& a, int64_t step);
+  // `index`: the action's place in this rank's list.
+  absl::Status Execute(const scheduler::Action& a, size_t index, int64_t step);
   absl::Status Forward(int stage, int mb, int64_t step);
   absl::Status BackwardInput(int stage, int mb);
-  absl::Status BackwardWeight(int stage, int mb);
+  // `last`: the stage's last weight pass of the step (its mirror sums then leave as each
+  // group of parameters is done).
+  absl::Status BackwardWeight(int stage, int mb, bool last);
   absl::Status PostRecv(bool forward, int stage, int mb, int peer);
   absl::Status PostSend(bool forward, int stage, int mb, int peer);
   // Stamps and posts the send of a just-produced output (forward activation or input grad).
   absl::Status SendNow(bool forward, int stage, int mb, int peer, std::vector<float> buffer);
   // DualPipe's mirror-gradient sum of `stage` with its other replica: the receives of every
-  // held stage with a REDUCE_GRAD posted when the step starts, the sends at its REDUCE_GRAD
-  // (the exchange then overlaps the rest of the step), finished (waited for and added) by
-  // FinishMirror before anything reads the stage's gradients.
+  // held stage with a REDUCE_GRAD posted when the step starts; the sends during the stage's
+  // last weight pass, each group of parameters as soon as its sums are final
+  // (PostMirrorSends), and any left at its REDUCE_GRAD, so the exchange overlaps the rest of
+  // the pass and of the step; finished (waited for and added) by FinishMirror before
+  // anything reads the stage's gradients.
   absl::Status PostMirrorRecvs();
+  absl::Status PostMirrorSends(int stage, const std::vector<model::ParamT<float>*>& group);
   absl::Status PostMirror(int stage, int peer);
   absl::Status FinishMirror(int stage);
   absl::Status FinishMirrors();
@@ -131,10 +137,15 @@ class StageExecutor {
   // A stage's mirror exchange: per parameter, its grad_acc is sent in place and the other
   // replica's lands in `theirs` (kept across steps: sized once, never cleared).
   struct MirrorExchange {
+    int peer = -1;  // world rank of the other replica
     std::vector<std::vector<double>> theirs;
-    std::vector<std::unique_ptr<Request>> recvs, sends;  // empty: none in flight
+    std::vector<std::unique_ptr<Request>> recvs;  // empty: none in flight
+    std::vector<std::unique_ptr<Request>> sends;  // by parameter index; null: not yet posted
+    std::map<const model::ParamT<float>*, int> index;  // parameter -> index (its tag)
+    bool reduce_grad_ran = false;  // this step
   };
-  std::map<int, MirrorExchange> mirrors_;  // by stage
+  std::map<int, MirrorExchange> mirrors_;  // by stage, the stages with a REDUCE_GRAD
+  std::map<size_t, int> last_weight_pass_;  // action index -> a mirrored stage's last W
   BufferPool buffers_;  // the above's payloads, recycled once consumed or sent
   std::map<int, TokenBatch> batches_;
   // Data parallelism: this rank's replica and pipeline rank; the reducer (null when D = 1);

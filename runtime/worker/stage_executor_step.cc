@@ -14,28 +14,29 @@ namespace xhc::worker {
 using scheduler::Action;
 using scheduler::ActionType;
 
-absl::Status StageExecutor::Execute(const Action& a, int64_t step) {
+absl::Status StageExecutor::Execute(const Action& a, size_t index, int64_t step) {
   // The schedule names pipeline ranks; this replica's copy of pipeline rank p is world rank
   // WorldRank(replica_, p).
   const int peer = a.IsComm() || a.type == ActionType::kReduceGrad
                        ? plan_.WorldRank(replica_, a.peer_rank)
                        : -1;
+  const bool last_w = last_weight_pass_.count(index) > 0;
   switch (a.type) {
     case ActionType::kForward:
       return Forward(a.stage_idx, a.microbatch_idx, step);
     case ActionType::kBackward:
       RETURN_IF_ERROR(BackwardInput(a.stage_idx, a.microbatch_idx));
-      return BackwardWeight(a.stage_idx, a.microbatch_idx);
+      return BackwardWeight(a.stage_idx, a.microbatch_idx, last_w);
     case ActionType::kBackwardInput:
       return BackwardInput(a.stage_idx, a.microbatch_idx);
     case ActionType::kBackwardWeight:
-      return BackwardWeight(a.stage_idx, a.microbatch_idx);
+      return BackwardWeight(a.stage_idx, a.microbatch_idx, last_w);
     case ActionType::kOverlapFB:
       // On CPU both halves share the cores, so they run back to back; what overlaps is
       // their communication, which is in flight (posted sends/receives) throughout.
       RETURN_IF_ERROR(Forward(a.stage_idx, a.microbatch_idx, step));
       RETURN_IF_ERROR(BackwardInput(a.bwd_stage_idx, a.bwd_microbatch_idx));
-      return BackwardWeight(a.bwd_stage_idx, a.bwd_microbatch_idx);
+      return BackwardWeight(a.bwd_stage_idx, a.bwd_microbatch_idx, last_w);
     case ActionType::kRecvF:
       return PostRecv(true, a.stage_idx, a.microbatch_idx, peer);
     case ActionType::kRecvB:
@@ -56,20 +57,14 @@ absl::Status StageExecutor::PostMirrorRecvs() {
   // receives are posted when the step starts: gloo moves a message only once its receive is
   // posted, and posted at REDUCE_GRAD they put the whole transfer of the replica's sums (sent
   // long before when it finished first) behind this rank's last weight pass (PERF.md 118).
-  for (const Action& a : plan_.lowered[pipeline_rank_]) {
-    if (a.type != ActionType::kReduceGrad) continue;
-    MirrorExchange& m = mirrors_[a.stage_idx];
-    if (!m.recvs.empty()) {
-      return absl::InternalError(
-          absl::StrCat("stage ", a.stage_idx, ": a second REDUCE_GRAD in a step"));
-    }
-    const int peer = plan_.WorldRank(replica_, a.peer_rank);
-    const auto& params = params_.at(a.stage_idx)->all();
+  for (auto& [stage, m] : mirrors_) {
+    const auto& params = params_.at(stage)->all();
     m.theirs.resize(params.size());
+    m.sends.resize(params.size());
     for (size_t i = 0; i < params.size(); ++i) {
       m.theirs[i].resize(params[i]->grad_acc.size());
-      const uint64_t tag = MakeTag(TagKind::kMirrorGradient, a.stage_idx, static_cast<int>(i));
-      ASSIGN_OR_RETURN(auto recv, transport_->Irecv(peer, tag,
+      const uint64_t tag = MakeTag(TagKind::kMirrorGradient, stage, static_cast<int>(i));
+      ASSIGN_OR_RETURN(auto recv, transport_->Irecv(m.peer, tag,
                                                     reinterpret_cast<float*>(m.theirs[i].data()),
                                                     2 * m.theirs[i].size()));
       m.recvs.push_back(std::move(recv));
@@ -78,40 +73,58 @@ absl::Status StageExecutor::PostMirrorRecvs() {
   return absl::OkStatus();
 }
 
-absl::Status StageExecutor::PostMirror(int stage, int peer) {
-  // Posted when this rank's last contribution to the stage is in (the schedule puts
-  // REDUCE_GRAD there), so the transfer runs under the rest of the step's compute; the two
-  // replicas may post their stages in different orders, which non-blocking posts allow. One
-  // message per parameter (tag: its index), its double sums as raw bytes (two float slots
-  // per double) straight from grad_acc, which nothing changes until FinishMirror: a copy of
-  // the stage's 10 MB into one buffer took the compute thread 11.6 ms here (PERF.md 84).
-  MirrorExchange& m = mirrors_[stage];
-  if (!m.sends.empty()) {
-    return absl::InternalError(absl::StrCat("stage ", stage, ": a second REDUCE_GRAD in a step"));
-  }
-  model::ParamSetT<float>& ps = *params_.at(stage);
-  ps.MaterializeSums();
-  const auto& params = ps.all();
-  if (m.recvs.size() != params.size()) {
-    return absl::InternalError(absl::StrCat("stage ", stage, ": REDUCE_GRAD with ",
-                                            m.recvs.size(), " of ", params.size(),
-                                            " mirror receives posted"));
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    std::vector<double>& acc = params[i]->grad_acc;
-    const uint64_t tag = MakeTag(TagKind::kMirrorGradient, stage, static_cast<int>(i));
-    ASSIGN_OR_RETURN(auto send, transport_->Isend(peer, tag, reinterpret_cast<float*>(acc.data()),
-                                                  2 * acc.size()));
-    m.sends.push_back(std::move(send));
+absl::Status StageExecutor::PostMirrorSends(int stage,
+                                            const std::vector<model::ParamT<float>*>& group) {
+  // One message per parameter (tag: its index), its double sums as raw bytes (two float
+  // slots per double) straight from grad_acc, which nothing changes until FinishMirror: a
+  // copy of the stage's 10 MB into one buffer took the compute thread 11.6 ms (PERF.md 84).
+  MirrorExchange& m = mirrors_.at(stage);
+  for (model::ParamT<float>* param : group) {
+    const int i = m.index.at(param);
+    if (static_cast<size_t>(i) >= m.sends.size()) {
+      return absl::InternalError(absl::StrCat("stage ", stage, ": mirror sums of ", param->name,
+                                              " sent outside the step's exchange"));
+    }
+    if (m.sends[i] != nullptr) {
+      return absl::InternalError(
+          absl::StrCat("stage ", stage, ": mirror sums of ", param->name, " sent twice"));
+    }
+    const uint64_t tag = MakeTag(TagKind::kMirrorGradient, stage, i);
+    ASSIGN_OR_RETURN(m.sends[i], transport_->Isend(m.peer, tag,
+                                                   reinterpret_cast<float*>(param->grad_acc.data()),
+                                                   2 * param->grad_acc.size()));
   }
   return absl::OkStatus();
+}
+
+absl::Status StageExecutor::PostMirror(int stage, int peer) {
+  // At REDUCE_GRAD, after this rank's last contribution to the stage: the sums its last
+  // weight pass has not sent already (all of them when no weight pass of the stage ran this
+  // step). The two replicas may post in different orders, which non-blocking posts allow.
+  auto it = mirrors_.find(stage);
+  if (it == mirrors_.end() || it->second.peer != peer) {
+    return absl::InternalError(absl::StrCat("stage ", stage, ": REDUCE_GRAD with peer ", peer,
+                                            " outside the plan's mirror pairs"));
+  }
+  MirrorExchange& m = it->second;
+  if (m.reduce_grad_ran) {
+    return absl::InternalError(absl::StrCat("stage ", stage, ": a second REDUCE_GRAD in a step"));
+  }
+  m.reduce_grad_ran = true;
+  model::ParamSetT<float>& ps = *params_.at(stage);
+  ps.MaterializeSums();
+  std::vector<model::ParamT<float>*> unsent;
+  for (size_t i = 0; i < ps.all().size(); ++i) {
+    if (m.sends[i] == nullptr) unsent.push_back(ps.all()[i].get());
+  }
+  return PostMirrorSends(stage, unsent);
 }
 
 absl::Status StageExecutor::FinishMirror(int stage) {
   auto it = mirrors_.find(stage);
   if (it == mirrors_.end() || it->second.recvs.empty()) return absl::OkStatus();
   MirrorExchange& m = it->second;
-  if (m.sends.empty()) {
+  if (!m.reduce_grad_ran) {
     return absl::InternalError(
         absl::StrCat("stage ", stage, ": mirror gradients needed before its REDUCE_GRAD ran"));
   }
@@ -202,11 +215,12 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
   for (auto& [stage, m] : mirrors_) {
     m.recvs.clear();
     m.sends.clear();
+    m.reduce_grad_ran = false;
   }
   absl::Status status = PostMirrorRecvs();
   const std::vector<Action>& actions = plan_.lowered[pipeline_rank_];
   for (size_t i = 0; status.ok() && i < actions.size(); ++i) {
-    status = Execute(actions[i], step);
+    status = Execute(actions[i], i, step);
     if (!status.ok()) break;
     ++actions_done_;
     if (auto it = grads_done_after_.find(i); it != grads_done_after_.end()) {

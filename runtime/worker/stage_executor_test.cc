@@ -245,13 +245,16 @@ TEST(StageExecutorSpansTest, EverySendPostIsACommunicationSpan) {
   }
 }
 
-// Records what a rank posts (point to point: send or receive, and the tag's kind, in order)
+// Records what a rank posts (point to point: send or receive, the tag's kind and stage, and
+// when, in order)
 // and counts its collectives; everything goes on to the wrapped transport.
 class RecordingTransport : public Transport {
  public:
   struct Post {
     bool is_send;
     TagKind kind;
+    int stage;         // the tag's
+    double unix_us;    // when posted (span clock)
   };
   explicit RecordingTransport(Transport* inner) : inner_(inner) {}
   int rank() const override { return inner_->rank(); }
@@ -287,7 +290,10 @@ class RecordingTransport : public Transport {
   void Record(bool is_send, uint64_t tag) {
     absl::StatusOr<TagParts> parts = DecodeTag(tag);
     EXPECT_TRUE(parts.ok()) << parts.status();
-    if (parts.ok()) posts.push_back({is_send, parts->kind});
+    if (parts.ok()) {
+      posts.push_back({is_send, parts->kind, parts->stage_idx,
+                       absl::ToDoubleMicroseconds(absl::Now() - absl::UnixEpoch())});
+    }
   }
   Transport* inner_;
 };
@@ -342,7 +348,7 @@ TEST(StageExecutorGradNormTest, OneCollectiveGivesEveryRankTheWholeModelsNorm) {
 // DualPipe's mirror-gradient receives are posted before anything else in the step (gloo
 // moves a message only once its receive is posted: posted at REDUCE_GRAD, the replica's sums
 // waited behind this rank's last weight pass), one per parameter of each held stage, and the
-// sends follow later, at REDUCE_GRAD.
+// sends follow later, during the stage's last weight pass.
 TEST(StageExecutorMirrorTest, MirrorReceivesArePostedWhenTheStepStarts) {
   const Config config = MakeConfig("{type: xhc}", "dualpipe", 1);
   RecordedStep r = RunRecordedStep(config, 2);
@@ -363,6 +369,44 @@ TEST(StageExecutorMirrorTest, MirrorReceivesArePostedWhenTheStepStarts) {
     EXPECT_GT(mirror_recvs, 0u) << "rank " << i;
     EXPECT_EQ(leading, mirror_recvs) << "rank " << i << ": a mirror receive posted mid-step";
     EXPECT_EQ(mirror_sends, mirror_recvs) << "rank " << i;
+  }
+}
+
+// A stage's mirror sums leave while its last weight pass still runs, each group of
+// parameters as soon as its sums are final (not all at REDUCE_GRAD after the pass): the
+// first send of each mirrored stage is posted after that pass started and before it ended,
+// and every send of the stage by its end.
+TEST(StageExecutorMirrorTest, MirrorSumsLeaveDuringTheLastWeightPass) {
+  const Config config = MakeConfig("{type: xhc}", "dualpipe", 1);
+  RecordedStep r = RunRecordedStep(config, 2);
+  ASSERT_EQ(r.out.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(r.out[i].ok()) << r.out[i].status();
+    std::map<int, std::pair<double, double>> last_w;  // stage -> (start, end) of its last W
+    for (const proto::Span& span : r.out[i]->spans) {
+      if (span.name().empty() || span.name()[0] != 'W') continue;
+      const int stage = std::stoi(span.name().substr(1));
+      const double end = span.start_us() + span.dur_us();
+      if (last_w.count(stage) == 0 || end > last_w[stage].second) {
+        last_w[stage] = {span.start_us(), end};
+      }
+    }
+    std::map<int, std::pair<double, double>> sends;  // stage -> (first, last) post
+    for (const auto& p : r.transports[i]->posts) {
+      if (!p.is_send || p.kind != TagKind::kMirrorGradient) continue;
+      auto [it, fresh] = sends.try_emplace(p.stage, p.unix_us, p.unix_us);
+      it->second.second = p.unix_us;
+    }
+    ASSERT_EQ(sends.size(), 2u) << "rank " << i << ": both stages are mirrored at R = 2";
+    for (const auto& [stage, posted] : sends) {
+      ASSERT_TRUE(last_w.count(stage)) << "rank " << i << " stage " << stage;
+      const auto [w_start, w_end] = last_w[stage];
+      // Span times are whole microseconds at the start: 2 us of slack either way.
+      EXPECT_GE(posted.first, w_start - 2) << "rank " << i << " stage " << stage;
+      EXPECT_LT(posted.first, w_end - 2)
+          << "rank " << i << " stage " << stage << ": no mirror sum left during its last W";
+      EXPECT_LE(posted.second, w_end + 2) << "rank " << i << " stage " << stage;
+    }
   }
 }
 
