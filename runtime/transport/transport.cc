@@ -15,6 +15,8 @@ const char* KindName(TagKind kind) {
       return "mirror-grad";
     case TagKind::kReplicaGradient:
       return "replica-grad";
+    case TagKind::kGradNorm:
+      return "grad-norm";
   }
   return nullptr;
 }

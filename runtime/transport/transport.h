@@ -61,6 +61,9 @@ enum class TagKind : uint8_t {
   // Data parallelism: one bucket (microbatch_idx = bucket index) of a stage's step gradient,
   // sent to the same stage's holder in every other pipeline replica.
   kReplicaGradient = 4,
+  // The step-end gradient norm: a rank's (arrival time, sum of squares), sent to every other
+  // rank (stage_idx 0, microbatch_idx 0: one message per pair and step).
+  kGradNorm = 5,
 };
 
 inline constexpr uint64_t kTagMarker = 0xC5;

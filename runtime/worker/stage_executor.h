@@ -17,6 +17,7 @@
 // stage's last gradient action of the step is done it launches that stage's exchange with
 // the other replicas (ReplicaReducer), waited for before the norm and the optimizer.
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -114,9 +115,13 @@ class StageExecutor {
   // A blocking wait on data that `ready` says became available at that time: split into a
   // peer-wait span and an exposed-communication span named `name`.
   void AddWaitSpans(const std::string& name, absl::Time start, absl::Time end, absl::Time ready);
-  // The step-end all-reduce of the gradient norm, with the wait for the last rank to arrive
-  // recorded as waiting on peers.
+  // The step-end gradient norm: every rank's sum of squares, added in rank order, with the
+  // wait for the last rank to arrive recorded as waiting on peers. Up to kDirectNormRanks
+  // ranks, each sends its pair (arrival, sum) to every other rank, whose receives were posted
+  // when the step started (PostNormRecvs); larger worlds use one all-reduce.
   absl::StatusOr<double> AllReduceGradNorm(double local_sum_of_squares);
+  absl::Status PostNormRecvs();
+  bool DirectNorm() const;
   double LocalGradSumOfSquares() const;
   absl::Status ReduceAcrossReplicas();
 
@@ -146,6 +151,10 @@ class StageExecutor {
   };
   std::map<int, MirrorExchange> mirrors_;  // by stage, the stages with a REDUCE_GRAD
   std::map<size_t, int> last_weight_pass_;  // action index -> a mirrored stage's last W
+  // The direct norm exchange: per world rank, its (arrival time in unix us, sum of squares)
+  // (this rank's: the send buffer), and the receives posted for this step (null: none).
+  std::vector<std::array<double, 2>> norm_slots_;
+  std::vector<std::unique_ptr<Request>> norm_recvs_;
   BufferPool buffers_;  // the above's payloads, recycled once consumed or sent
   std::map<int, TokenBatch> batches_;
   // Data parallelism: this rank's replica and pipeline rank; the reducer (null when D = 1);

@@ -150,23 +150,81 @@ absl::Status StageExecutor::FinishMirrors() {
   return absl::OkStatus();
 }
 
+// A direct exchange sends world - 1 messages per rank; past a handful of ranks the
+// all-reduce's rounds cost less.
+constexpr int kDirectNormRanks = 8;
+
+bool StageExecutor::DirectNorm() const {
+  return transport_->world_size() > 1 && transport_->world_size() <= kDirectNormRanks;
+}
+
+absl::Status StageExecutor::PostNormRecvs() {
+  // Posted when the step starts, as the mirror receives are: gloo's tcp pair moves a message
+  // once its receive is posted, and a receive posted at the end would add a round trip (the
+  // receiver's notice, then the data) to every rank's wait for the slowest.
+  norm_recvs_.clear();
+  if (!DirectNorm()) return absl::OkStatus();
+  const int world = transport_->world_size();
+  norm_slots_.resize(world);
+  norm_recvs_.resize(world);
+  for (int p = 0; p < world; ++p) {
+    if (p == rank_) continue;
+    ASSIGN_OR_RETURN(norm_recvs_[p],
+                     transport_->Irecv(p, MakeTag(TagKind::kGradNorm, 0, 0),
+                                       reinterpret_cast<float*>(norm_slots_[p].data()), 4));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<double> StageExecutor::AllReduceGradNorm(double local_sum_of_squares) {
-  // One all-reduce of two slots per rank, each written by its rank alone (the others add 0,
-  // so every slot arrives exact): when the rank arrived, so the wait for the slowest counts
-  // as waiting on peers, and its sum of squares, added below in rank order, so the norm does
-  // not depend on how gloo orders a reduction. One collective where two ran before (PERF.md
-  // 117: what a slow one waits for was not the number of rounds).
+  // Every rank's pair: when it arrived, so the wait for the slowest counts as waiting on
+  // peers, and its sum of squares, added below in rank order on every rank, so all get the
+  // same bits whatever order the messages (or a reduction) took. Up to kDirectNormRanks
+  // ranks the pairs go straight to every other rank, one message each way into receives
+  // posted when the step started: one hop, where gloo's all-reduce took two rounds of a
+  // notice and the data (PERF.md 128). Larger worlds: one all-reduce of two slots per rank,
+  // each written by its rank alone (the others add 0, so every slot arrives exact).
   const absl::Time t0 = absl::Now();
   const size_t world = static_cast<size_t>(transport_->world_size());
   const size_t me = static_cast<size_t>(rank_);
-  std::vector<double> slots(2 * world, 0.0);
-  slots[me] = static_cast<double>(absl::ToUnixMicros(t0));
-  slots[world + me] = local_sum_of_squares;
-  RETURN_IF_ERROR(transport_->AllReduceSum(slots.data(), slots.size(), timeout_));
+  std::vector<double> arrived(world, 0.0), sums(world, 0.0);
+  arrived[me] = static_cast<double>(absl::ToUnixMicros(t0));
+  sums[me] = local_sum_of_squares;
+  if (DirectNorm()) {
+    if (norm_recvs_.size() != world) {
+      return absl::InternalError("gradient norm: the step's receives were not posted");
+    }
+    norm_slots_[me] = {arrived[me], sums[me]};
+    std::vector<std::unique_ptr<Request>> sends;
+    for (size_t p = 0; p < world; ++p) {
+      if (p == me) continue;
+      ASSIGN_OR_RETURN(auto send,
+                       transport_->Isend(static_cast<int>(p), MakeTag(TagKind::kGradNorm, 0, 0),
+                                         reinterpret_cast<float*>(norm_slots_[me].data()), 4));
+      sends.push_back(std::move(send));
+    }
+    for (size_t p = 0; p < world; ++p) {
+      if (p == me) continue;
+      RETURN_IF_ERROR(norm_recvs_[p]->Wait(timeout_));
+      arrived[p] = norm_slots_[p][0];
+      sums[p] = norm_slots_[p][1];
+    }
+    for (const auto& s : sends) RETURN_IF_ERROR(s->Wait(timeout_));
+    norm_recvs_.clear();
+  } else if (world > 1) {
+    std::vector<double> slots(2 * world, 0.0);
+    slots[me] = arrived[me];
+    slots[world + me] = sums[me];
+    RETURN_IF_ERROR(transport_->AllReduceSum(slots.data(), slots.size(), timeout_));
+    for (size_t r = 0; r < world; ++r) {
+      arrived[r] = slots[r];
+      sums[r] = slots[world + r];
+    }
+  }
   double last = 0, sq = 0;
   for (size_t r = 0; r < world; ++r) {
-    last = std::max(last, slots[r]);
-    sq += slots[world + r];
+    last = std::max(last, arrived[r]);
+    sq += sums[r];
   }
   AddWaitSpans("all-reduce grad norm", t0, absl::Now(),
                absl::FromUnixMicros(static_cast<int64_t>(last)));
@@ -218,6 +276,7 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
     m.reduce_grad_ran = false;
   }
   absl::Status status = PostMirrorRecvs();
+  if (status.ok()) status = PostNormRecvs();
   const std::vector<Action>& actions = plan_.lowered[pipeline_rank_];
   for (size_t i = 0; status.ok() && i < actions.size(); ++i) {
     status = Execute(actions[i], i, step);

@@ -4,8 +4,8 @@
 // and every parameter after several steps are bit-identical to the same job on one rank (so
 // are uneven stages, an end stage holding no layer included);
 // a rank whose peer fails mid-step gets an error (kUnavailable), not a hang; the step-end
-// gradient norm is one collective; DualPipe posts its mirror-gradient receives when a step
-// starts.
+// gradient norm is one exchange, its receives posted when a step starts; DualPipe posts its
+// mirror-gradient receives when a step starts and sends its sums during the last weight pass.
 #include <cstring>
 #include <map>
 #include <string>
@@ -303,11 +303,12 @@ struct RecordedStep {
   std::vector<std::unique_ptr<RecordingTransport>> transports;
   std::vector<absl::StatusOr<StepOutcome>> out;
 };
-RecordedStep RunRecordedStep(const Config& config, int ranks) {
+RecordedStep RunRecordedStep(const Config& config, int pipeline_ranks, int replicas = 1) {
   RecordedStep r;
-  absl::StatusOr<plan::JobPlan> plan = plan::MakePlan(config, ranks);
+  absl::StatusOr<plan::JobPlan> plan = plan::MakePlan(config, pipeline_ranks, replicas);
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (!plan.ok()) return r;
+  const int ranks = plan->world_size();
   const Corpus corpus = MakeCorpus();
   auto world = FakeTransport::CreateWorld(ranks);
   std::vector<std::unique_ptr<StageExecutor>> execs;
@@ -325,24 +326,55 @@ RecordedStep RunRecordedStep(const Config& config, int ranks) {
   return r;
 }
 
-// The step-end gradient norm is one collective (arrival times and partial sums together),
-// every rank gets the same norm, and it is the norm of the whole model: the one-rank run's
-// up to the order of the additions.
-TEST(StageExecutorGradNormTest, OneCollectiveGivesEveryRankTheWholeModelsNorm) {
+// The step-end gradient norm: on up to 8 ranks one message from every other rank (no
+// collective), on more one all-reduce; either way every rank gets the same norm, the norm
+// of the whole model (the one-rank run's up to the order of the additions).
+TEST(StageExecutorGradNormTest, EveryRankGetsTheWholeModelsNormFromOneExchange) {
   const Config config = MakeConfig("{type: xhc}", "1f1b", 1);
   std::vector<double> norms;
-  for (int ranks : {1, 4}) {
-    RecordedStep r = RunRecordedStep(config, ranks);
-    ASSERT_EQ(r.out.size(), static_cast<size_t>(ranks));
-    for (int i = 0; i < ranks; ++i) {
+  for (const auto& [ranks, replicas] : std::vector<std::pair<int, int>>{{1, 1}, {4, 1}, {8, 2}}) {
+    RecordedStep r = RunRecordedStep(config, ranks, replicas);
+    const int world = ranks * replicas;
+    ASSERT_EQ(r.out.size(), static_cast<size_t>(world));
+    for (int i = 0; i < world; ++i) {
       ASSERT_TRUE(r.out[i].ok()) << r.out[i].status();
-      EXPECT_EQ(r.transports[i]->collectives, 1) << ranks << " ranks, rank " << i;
-      EXPECT_EQ(r.out[i]->grad_norm, r.out[0]->grad_norm) << ranks << " ranks, rank " << i;
+      int sends = 0, recvs = 0;
+      for (const auto& p : r.transports[i]->posts) {
+        if (p.kind == TagKind::kGradNorm) ++(p.is_send ? sends : recvs);
+      }
+      const bool direct = world > 1 && world <= 8;
+      EXPECT_EQ(sends, direct ? world - 1 : 0) << world << " ranks, rank " << i;
+      EXPECT_EQ(recvs, direct ? world - 1 : 0) << world << " ranks, rank " << i;
+      EXPECT_EQ(r.transports[i]->collectives, direct || world == 1 ? 0 : 1)
+          << world << " ranks, rank " << i;
+      EXPECT_EQ(r.out[i]->grad_norm, r.out[0]->grad_norm) << world << " ranks, rank " << i;
     }
     norms.push_back(r.out[0]->grad_norm);
   }
   EXPECT_GT(norms[0], 0);
   EXPECT_NEAR(norms[1], norms[0], 1e-12 * norms[0]);
+  EXPECT_NEAR(norms[2], norms[0], 1e-12 * norms[0]);
+}
+
+// The norm's receives are posted when the step starts (a receive posted at the end adds a
+// round trip to every rank's wait), after the mirror receives.
+TEST(StageExecutorGradNormTest, NormReceivesArePostedWhenTheStepStarts) {
+  for (const char* schedule : {"1f1b", "dualpipe"}) {
+    RecordedStep r = RunRecordedStep(MakeConfig("{type: xhc}", schedule, 1), 2);
+    ASSERT_EQ(r.out.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(r.out[i].ok()) << r.out[i].status();
+      const auto& posts = r.transports[i]->posts;
+      size_t first_other = 0;  // the first post that is not a mirror receive
+      while (first_other < posts.size() && !posts[first_other].is_send &&
+             posts[first_other].kind == TagKind::kMirrorGradient) {
+        ++first_other;
+      }
+      ASSERT_LT(first_other, posts.size());
+      EXPECT_FALSE(posts[first_other].is_send) << schedule << " rank " << i;
+      EXPECT_EQ(posts[first_other].kind, TagKind::kGradNorm) << schedule << " rank " << i;
+    }
+  }
 }
 
 // DualPipe's mirror-gradient receives are posted before anything else in the step (gloo
