@@ -12,8 +12,11 @@
 // R = 2 step the ranks spent in F/I/W compute (the rest: bubbles, waits, transfers, the
 // optimizer: the schedule and the runtime), and compute_vs_one_rank, the ranks' compute
 // together over the one-rank run's for the same work (above 1: the same kernels ran slower
-// side by side, shared memory bandwidth or the machine's drift between the two runs);
-// efficiency = busy_fraction / compute_vs_one_rank x the one-rank step over its compute (~1).
+// side by side, shared memory bandwidth, the machine's drift between the two runs, or the
+// cores' time taken by other threads); efficiency = busy_fraction / compute_vs_one_rank x the
+// one-rank step over its compute (~1). other_cpu (per rank, from metrics.jsonl): the CPU time
+// of each rank's threads besides the compute over its step (the transport's, gRPC's), which
+// with ranks x threads = cores comes out of the compute's time.
 // The side-by-side reference (--side_by_side 1, the default) tells the two apart: two one-rank
 // runs at once, each with 1 thread, load the machine as the R = 2 run does (both cores, their
 // shared L3 and memory), so efficiency_vs_side_by_side = tokens/s at R / (R * tokens/s of one
@@ -192,7 +195,7 @@ int Main(const Options& o, const std::string& xhc) {
     // much as the schedules differ.
     std::vector<double> effs, refs, tps, bubbles, busy, compute_ratio;
     std::vector<double> sbs_refs, sbs_effs, sbs_compute_ratio;  // --side_by_side
-    std::vector<std::vector<double>> exposed;  // per rank, one entry per pair
+    std::vector<std::vector<double>> exposed, other_cpu;  // per rank, one entry per pair
     std::string error;
     for (int rep = 0; rep < o.repeats; ++rep) {
       const std::string suffix = o.repeats > 1 ? absl::StrCat("_", rep) : "";
@@ -237,6 +240,10 @@ int Main(const Options& o, const std::string& xhc) {
       }
       exposed.resize(m.metrics.exposed_comm.size());
       for (size_t r = 0; r < exposed.size(); ++r) exposed[r].push_back(m.metrics.exposed_comm[r]);
+      other_cpu.resize(m.metrics.other_cpu.size());
+      for (size_t r = 0; r < other_cpu.size(); ++r) {
+        other_cpu[r].push_back(m.metrics.other_cpu[r]);
+      }
     }
     if (!error.empty()) {
       rows.push_back(absl::StrFormat("\"%s\": {\"error\": \"%s\"}", schedule,
@@ -245,15 +252,18 @@ int Main(const Options& o, const std::string& xhc) {
     }
     const double efficiency = Median(effs), bubble = Median(bubbles);
     const double target = 0.9 * (1 - bubble);
-    std::vector<double> exposed_median;
+    std::vector<double> exposed_median, other_cpu_median;
     for (const auto& e : exposed) exposed_median.push_back(Median(e));
+    for (const auto& c : other_cpu) other_cpu_median.push_back(Median(c));
     rows.push_back(absl::StrFormat(
         "\"%s\": {\"tokens_per_s\": %.1f, \"one_rank_tokens_per_s\": %.1f, \"efficiency\": %.3f, "
         "\"efficiency_per_pair\": %s, \"simulated_bubble\": %.3f, \"efficiency_target\": %.3f, "
-        "\"meets_target\": %s, \"exposed_comm\": %s, \"busy_fraction\": %.3f, "
+        "\"meets_target\": %s, \"exposed_comm\": %s, \"other_cpu\": %s, "
+        "\"busy_fraction\": %.3f, "
         "\"compute_vs_one_rank\": %.3f, \"compute_vs_one_rank_per_pair\": %s%s}",
-        schedule, Median(tps), Median(refs), efficiency, List(effs), bubble, target,
-        efficiency >= target ? "true" : "false", List(exposed_median), Median(busy),
+        schedule, Median(tps), Median(refs), efficiency, List(effs), bubble,
+        target, efficiency >= target ? "true" : "false", List(exposed_median),
+        List(other_cpu_median), Median(busy),
         Median(compute_ratio), List(compute_ratio),
         !o.side_by_side ? std::string()
                         : absl::StrFormat(

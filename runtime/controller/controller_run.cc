@@ -70,6 +70,7 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
     rec.exposed_comm.push_back(r.comm_wait_s() / std::max(r.step_s(), 1e-9));
     rec.peer_wait.push_back(r.peer_wait_s() / std::max(r.step_s(), 1e-9));
     rec.bubble.push_back(1.0 - r.compute_s() / std::max(r.step_s(), 1e-9));
+    rec.other_cpu.push_back(r.other_threads_cpu_s() / std::max(r.step_s(), 1e-9));
     if (plan_.data_parallel > 1) rec.replica_grad_wait_s.push_back(r.replica_grad_wait_s());
     for (const proto::Span& s : r.spans()) {
       spans.push_back(s);

@@ -22,9 +22,10 @@ std::string MetricsLine(const StepRecord& r) {
   return absl::StrFormat(
       "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6g, \"step_s\": %.4f, "
       "\"tokens_per_s\": %.1f, \"microbatch_losses\": [%s], \"exposed_comm\": [%s], "
-      "\"peer_wait\": [%s], \"bubble\": [%s], \"peak_rss_mb\": [%s]%s%s}\n",
+      "\"peer_wait\": [%s], \"bubble\": [%s], \"other_cpu\": [%s], \"peak_rss_mb\": [%s]"
+      "%s%s}\n",
       r.step, r.loss, r.grad_norm, r.step_s, r.tokens_per_s, ExactList(r.microbatch_losses),
-      Fixed(r.exposed_comm, 4), Fixed(r.peer_wait, 4), Fixed(r.bubble, 4),
+      Fixed(r.exposed_comm, 4), Fixed(r.peer_wait, 4), Fixed(r.bubble, 4), Fixed(r.other_cpu, 4),
       Fixed(r.peak_rss_mb, 1),
       r.replica_grad_wait_s.empty()
           ? ""

@@ -26,6 +26,9 @@ struct StepRecord {
   // their data existed), waiting on peers still computing, not computing; and the peak
   // resident memory.
   std::vector<double> exposed_comm, peer_wait, bubble, peak_rss_mb;
+  // Per rank, as a fraction of its step: CPU time its threads besides the compute took (the
+  // transport's, gRPC's), which on a machine whose cores all compute comes out of compute.
+  std::vector<double> other_cpu;
   // Data parallelism (empty when D = 1): seconds each rank waited for the replicas' gradient
   // exchange after its backward.
   std::vector<double> replica_grad_wait_s;

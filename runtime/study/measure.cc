@@ -106,6 +106,7 @@ absl::StatusOr<StepMetrics> ParseMetrics(const std::string& jsonl_text, int warm
     m.step_s += row.value("step_s", 0.0);
     m.loss = row.value("loss", 0.0);
     AddPerRank(row, "exposed_comm", &m.exposed_comm, false);
+    AddPerRank(row, "other_cpu", &m.other_cpu, false);
     AddPerRank(row, "peak_rss_mb", &m.peak_rss_mb, true);
   }
   if (m.num_steps == 0) {
@@ -115,6 +116,7 @@ absl::StatusOr<StepMetrics> ParseMetrics(const std::string& jsonl_text, int warm
   m.tokens_per_s /= m.num_steps;
   m.step_s /= m.num_steps;
   for (double& v : m.exposed_comm) v /= m.num_steps;
+  for (double& v : m.other_cpu) v /= m.num_steps;
   return m;
 }
 

@@ -20,6 +20,9 @@ struct StepMetrics {
   double step_s = 0;        // mean over kept steps
   double loss = 0;          // last step's loss
   std::vector<double> exposed_comm;  // per rank, mean over kept steps
+  // Per rank, mean over kept steps: CPU time of its threads besides the compute, over its
+  // step (the transport's, gRPC's; empty if not reported).
+  std::vector<double> other_cpu;
   std::vector<double> peak_rss_mb;   // per rank, max over steps (empty if not reported)
   int num_steps = 0;                 // kept steps
 };

@@ -24,6 +24,7 @@
 #include "runtime/train/trainer.h"
 #include "runtime/transport/gloo_transport.h"
 #include "runtime/worker/command_stream.h"
+#include "runtime/worker/cpu_time.h"
 #include "runtime/worker/grpc_kv_store.h"
 #include "runtime/worker/shard_writer.h"
 #include "runtime/worker/stage_executor.h"
@@ -230,10 +231,13 @@ absl::Status RunWorker(const WorkerOptions& o) {
       if (!s.ok()) report.set_error(std::string(s.message()));
     } else if (cmd.kind() == proto::Command::RUN_STEP && dp.exec) {
       commands.SetStep(cmd.step());
+      const CpuTimes cpu0 = ReadCpuTimes();
       absl::StatusOr<StepOutcome> out =
           dp.exec->RunStep(cmd.step(), cmd.total_steps(), cmd.evaluate());
       if (out.ok()) {
         *report.mutable_step_result() = StepResultOf(cmd.step(), *out);
+        report.mutable_step_result()->set_other_threads_cpu_s(
+            OtherThreadsCpu(cpu0, ReadCpuTimes()));
       } else {
         // Stay up: the controller decides (abort + resume, or give up).
         report.mutable_step_result()->set_step(cmd.step());
