@@ -37,6 +37,7 @@ controller::JobView TwoRankView() {
   s.exposed_comm = {0.125, 0.25};
   s.peer_wait = {0.375, 0.5};
   s.bubble = {0.5, 0.0625};
+  s.other_cpu = {0.03125, 0.046875};
   s.peak_rss_mb = {1.0, 2.0};
   v.steps = {s};
   controller::CheckpointRecord c;
@@ -90,6 +91,7 @@ TEST(PrometheusTextTest, EverySampleHasItsFamilysHelpAndType) {
   EXPECT_NE(text.find("\nxhc_exposed_comm_ratio{rank=\"1\"} 0.25\n"), std::string::npos);
   EXPECT_NE(text.find("\nxhc_bubble_ratio{rank=\"1\"} 0.0625\n"), std::string::npos);
   EXPECT_NE(text.find("\nxhc_peer_wait_ratio{rank=\"0\"} 0.375\n"), std::string::npos);
+  EXPECT_NE(text.find("\nxhc_other_cpu_ratio{rank=\"1\"} 0.046875\n"), std::string::npos);
   EXPECT_NE(text.find("\nxhc_worker_up{rank=\"1\"} 0\n"), std::string::npos);
   EXPECT_NE(text.find("\nxhc_worker_peak_rss_bytes{rank=\"1\"} 2097152\n"), std::string::npos);
   EXPECT_NE(text.find("\nxhc_checkpoint_write_seconds 0.02\n"), std::string::npos);
@@ -110,6 +112,7 @@ TEST(StateJsonTest, CarriesRecordsWorkersAndTheTimelineFromZero) {
   EXPECT_EQ(doc["steps"][0]["val_loss"], 3.5);
   EXPECT_EQ(doc["steps"][0]["exposed_comm"][1], 0.25);
   EXPECT_EQ(doc["steps"][0]["peer_wait"][1], 0.5);
+  EXPECT_EQ(doc["steps"][0]["other_cpu"][1], 0.046875);
   EXPECT_EQ(doc["checkpoints"][0]["write_s"], 0.02);
   ASSERT_EQ(doc["timeline"]["spans"].size(), 2u);
   EXPECT_EQ(doc["timeline"]["spans"][0]["start_us"], 0);

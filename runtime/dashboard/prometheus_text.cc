@@ -107,6 +107,10 @@ void StepFamilies(const controller::StepRecord& s, std::string* out) {
   Family bubble(out, "xhc_bubble_ratio", "gauge",
                 "Fraction of the newest step a rank was not computing.");
   for (size_t r = 0; r < s.bubble.size(); ++r) bubble.Add(s.bubble[r], Rank(r));
+  Family other(out, "xhc_other_cpu_ratio", "gauge",
+               "CPU time of a rank's threads besides its compute (transport, RPC) over the "
+               "newest step.");
+  for (size_t r = 0; r < s.other_cpu.size(); ++r) other.Add(s.other_cpu[r], Rank(r));
   Family rss(out, "xhc_worker_peak_rss_bytes", "gauge", "Peak resident memory of a rank.");
   for (size_t r = 0; r < s.peak_rss_mb.size(); ++r) rss.Add(s.peak_rss_mb[r] * 1048576.0, Rank(r));
 }

@@ -21,6 +21,7 @@ json StepJson(const controller::StepRecord& s) {
           {"exposed_comm", s.exposed_comm},
           {"peer_wait", s.peer_wait},
           {"bubble", s.bubble},
+          {"other_cpu", s.other_cpu},
           {"peak_rss_mb", s.peak_rss_mb}};
 }
 

@@ -108,7 +108,8 @@ TEST(DashboardHttp, PrometheusScrapesTheValuesOfMetricsJsonl) {
   // One scrape's samples: every series of the query carries the same timestamp.
   const std::string query =
       "{__name__=~\"xhc_step|xhc_loss|xhc_tokens_per_second|xhc_exposed_comm_ratio|"
-      "xhc_peer_wait_ratio|xhc_bubble_ratio|xhc_checkpoint_step|xhc_checkpoint_write_seconds|"
+      "xhc_peer_wait_ratio|xhc_bubble_ratio|xhc_other_cpu_ratio|xhc_checkpoint_step|"
+      "xhc_checkpoint_write_seconds|"
       "xhc_checkpoint_snapshot_stall_seconds|xhc_worker_up|xhc_val_loss\"}";
   std::map<std::string, double> v;
   bool one_scrape = false;
@@ -140,6 +141,7 @@ TEST(DashboardHttp, PrometheusScrapesTheValuesOfMetricsJsonl) {
     EXPECT_NEAR(v[absl::StrCat("xhc_exposed_comm_ratio/", r)], step["exposed_comm"][r], 5.1e-5);
     EXPECT_NEAR(v[absl::StrCat("xhc_peer_wait_ratio/", r)], step["peer_wait"][r], 5.1e-5);
     EXPECT_NEAR(v[absl::StrCat("xhc_bubble_ratio/", r)], step["bubble"][r], 5.1e-5);
+    EXPECT_NEAR(v[absl::StrCat("xhc_other_cpu_ratio/", r)], step["other_cpu"][r], 5.1e-5);
     EXPECT_EQ(v[absl::StrCat("xhc_worker_up/", r)], 1);
   }
   const nlohmann::json ckpt =
