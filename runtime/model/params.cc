@@ -158,6 +158,15 @@ void InitOne(const ModelConfig& cfg, uint64_t seed, const std::string& name,
   normal(0.02);  // every other weight: linears, embedding, lm_head, residual maps
 }
 
+// Cuts `p` into pieces of at most kParamPieceElements, in element order.
+template <typename T>
+void AppendPieces(ParamT<T>* p, std::vector<ParamPiece<T>>* pieces) {
+  const int64_t n = p->numel();
+  for (int64_t begin = 0; begin < n; begin += kParamPieceElements) {
+    pieces->push_back({p, begin, std::min(n, begin + kParamPieceElements)});
+  }
+}
+
 }  // namespace
 
 std::string HcPrefix(int layer, bool is_mlp) {
@@ -176,9 +185,7 @@ ParamT<T>* ParamSetT<T>::Add(const std::string& name, std::vector<int64_t> shape
   p->grad.assign(static_cast<size_t>(n), T(0));
   p->grad_acc.assign(static_cast<size_t>(n), 0.0);
   ParamT<T>* raw = p.get();
-  for (int64_t begin = 0; begin < n; begin += kParamPieceElements) {
-    pieces_.push_back({raw, begin, std::min(n, begin + kParamPieceElements)});
-  }
+  AppendPieces(raw, &pieces_);
   by_name_[name] = raw;
   params_.push_back(std::move(p));
   return raw;
@@ -234,11 +241,7 @@ void ParamSetT<T>::AccumulateGrads() {
 template <typename T>
 void ParamSetT<T>::AccumulateGroup(const std::vector<ParamT<T>*>& group) {
   std::vector<ParamPiece<T>> pieces;
-  for (ParamT<T>* p : group) {
-    for (int64_t begin = 0; begin < p->numel(); begin += kParamPieceElements) {
-      pieces.push_back({p, begin, std::min(p->numel(), begin + kParamPieceElements)});
-    }
-  }
+  for (ParamT<T>* p : group) AppendPieces(p, &pieces);
   const int64_t count = static_cast<int64_t>(pieces.size());
   const bool first = !acc_started_;
 #pragma omp parallel for schedule(static)
