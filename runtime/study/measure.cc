@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -65,17 +69,25 @@ std::string ProducerOf(const std::string& recv_name) {
 
 void MeasureTransfers(const std::vector<Span>& spans, int warmup, TraceMeasurement* m) {
   std::map<std::pair<int, std::string>, double> compute_end;  // (step, name) -> end µs
+  // Where a receive's wait began before its data was sent, the executor split it into
+  // "wait peer <recv>" (the peer still computing) and "<recv>": the wait began at the first.
+  std::map<std::tuple<int, int, std::string>, double> wait_start;  // (rank, step, recv) -> µs
   for (const Span& s : spans) {
     if (s.tid == 0) compute_end[{s.step, s.name}] = s.ts + s.dur;
+    if (s.name.rfind("wait peer ", 0) == 0) wait_start[{s.rank, s.step, s.name.substr(10)}] = s.ts;
   }
   std::vector<double> samples;
-  constexpr double kWaitedUs = 50;  // shorter waits found the data already there
   for (const Span& s : spans) {
-    if (s.tid != 1 || s.step < warmup || s.name.rfind("recv ", 0) != 0 || s.dur < kWaitedUs) {
-      continue;
-    }
+    if (s.tid != 1 || s.step < warmup || s.name.rfind("recv ", 0) != 0) continue;
     auto it = compute_end.find({s.step, ProducerOf(s.name)});
     if (it == compute_end.end()) continue;
+    // Only receives already waiting when the producer finished: their wait ended when the
+    // data was there, so arrival - producer's end is the whole transfer. A wait that began
+    // later may have found the data there (a same-host receive then still spends its copy
+    // inside the wait, which is not the transfer's length).
+    auto started = wait_start.find({s.rank, s.step, s.name});
+    const double start = started != wait_start.end() ? started->second : s.ts;
+    if (start > it->second) continue;
     const double transfer = s.ts + s.dur - it->second;
     if (transfer > 0) samples.push_back(transfer / 1000.0);
   }

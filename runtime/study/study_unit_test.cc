@@ -114,6 +114,28 @@ TEST(Measure, TraceBubbleCostsAndTransfer) {
   EXPECT_FALSE(ParseTrace("{}", 2, 0).ok());
 }
 
+// A receive whose wait began after its producer had finished is no transfer sample, however
+// long it took (a same-host receive copies inside its wait: PERF.md 132); one split into
+// "wait peer" + "recv" began at the first part.
+TEST(Measure, TransfersOnlyFromWaitsThatBeganBeforeTheProducerEnded) {
+  std::vector<std::string> e = {
+      Event("F0.0", 0, 0, 0, 10), Event("optimizer", 0, 0, 20, 5),
+      Event("F1.0", 1, 0, 10, 10), Event("optimizer", 1, 0, 30, 5),
+      // Step 2: F0.0 ends at 2000 and F0.1 at 3000.
+      Event("F0.0", 0, 0, 1000, 1000), Event("F0.1", 0, 0, 2000, 1000),
+      Event("optimizer", 0, 0, 9000, 100),
+      // recv F1.0 waited from 1500 (peer computing until the send at 2000), data at 2300.
+      Event("wait peer recv F1.0", 1, 2, 1500, 500), Event("recv F1.0", 1, 1, 2000, 300),
+      Event("F1.0", 1, 0, 2300, 1000),
+      // recv F1.1 began at 3300, after F0.1 ended: 400 µs of copying, not a 700 µs transfer.
+      Event("recv F1.1", 1, 1, 3300, 400), Event("F1.1", 1, 0, 3700, 1000),
+      Event("optimizer", 1, 0, 9000, 100)};
+  auto t = ParseTrace(absl::StrCat("{\"traceEvents\":[", absl::StrJoin(e, ","), "]}"), 2, 1);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->transfer_samples, 1);
+  EXPECT_DOUBLE_EQ(t->transfer_ms, 0.3);
+}
+
 TEST(Bubbles, SimulatedMatchesAnalyticUnderUniformCosts) {
   StageCosts uniform{1.0, 1.0, 1.0, 1};
   for (const char* type : {"gpipe", "1f1b", "zb1p"}) {
