@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -18,12 +20,22 @@
 #include "runtime/common/log.h"
 #include "base/status_macros.h"
 #include "runtime/transport/gloo_kv_store_adapter.h"
+#include "runtime/transport/peer_memory.h"
+#include "runtime/transport/pull_receiver.h"
 
 namespace xhc {
 
-// One posted gloo operation. Registered with its transport for its whole life so that
-// Abort() can wake a Wait that is blocked inside gloo.
-class GlooRequest : public Request {
+// A request registered with its transport for its whole life, so that Abort() can wake a
+// Wait that is blocked.
+class GlooRequestBase : public Request {
+ public:
+  // Called by Abort() with the registry lock held; a Wait that starts after it returns at once.
+  virtual void AbortWait() = 0;
+};
+
+// One posted gloo operation: a TCP send or receive, or the sending end of a same-host
+// message (a descriptor sent, its acknowledgement received; pull_receiver.h).
+class GlooRequest : public GlooRequestBase {
  public:
   GlooRequest(GlooTransport* transport, std::unique_ptr<gloo::transport::UnboundBuffer> buffer,
               bool is_send, int peer, uint64_t tag)
@@ -57,14 +69,16 @@ class GlooRequest : public Request {
     result_ = std::move(status);
   }
 
-  // Called by Abort() with the registry lock held; the flag it sets is sticky, so a Wait
-  // that enters gloo after this still returns at once.
-  void AbortWait() {
+  // The flag it sets holds until a wait sees it, so a Wait that enters gloo after this
+  // still returns at once.
+  void AbortWait() override {
+    if (buffer_ == nullptr) return;  // a same-host send not posted yet (PostPullSend)
     if (is_send_) {
       buffer_->abortWaitSend();
     } else {
       buffer_->abortWaitRecv();
     }
+    if (ack_ != nullptr) ack_->abortWaitRecv();
   }
 
   std::string Describe() const {
@@ -77,7 +91,31 @@ class GlooRequest : public Request {
     post_id_ = transport_->poster_.Queue([this] { PostNow(); });
   }
 
+  // Makes this a same-host send of data[0, bytes) (before QueuePost).
+  void SetPullSend(const float* data, size_t bytes) {
+    pull_data_ = data;
+    pull_bytes_ = bytes;
+  }
+
  private:
+  // A same-host send, on the post thread (a post takes the connection's lock: PERF.md 124):
+  // the acknowledgement's receive is posted before the descriptor goes, so the receiver's
+  // answer always finds it. Both are small; the payload is never written. Throws what gloo
+  // throws.
+  void PostPullSend(const float* data, size_t bytes, uint64_t seq) {
+    descriptor_ = {tag_, seq, reinterpret_cast<uint64_t>(data), bytes};
+    std::unique_ptr<gloo::transport::UnboundBuffer> ack =
+        transport_->context_->createUnboundBuffer(&ack_word_, sizeof(ack_word_));
+    ack->recv(peer_, PullAckSlot(seq));
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer =
+        transport_->context_->createUnboundBuffer(&descriptor_, sizeof(descriptor_));
+    buffer->send(peer_, kPullDescriptorSlot);
+    std::lock_guard<std::mutex> lock(transport_->requests_mu_);
+    ack_ = std::move(ack);  // AbortWait reads both under this lock
+    buffer_ = std::move(buffer);
+    if (transport_->aborted_.load()) AbortWait();
+  }
+
   // On the post thread. post_status_ is read by Wait only after AwaitDone saw this finish.
   void PostNow() {
     if (transport_->latch_.failed()) {
@@ -85,7 +123,10 @@ class GlooRequest : public Request {
       return;
     }
     try {
-      if (is_send_) {
+      if (pull_data_ != nullptr) {
+        // The post thread numbers the descriptors to each peer in the order it sends them.
+        PostPullSend(pull_data_, pull_bytes_, transport_->next_seq_[peer_]++);
+      } else if (is_send_) {
         buffer_->send(peer_, tag_);
       } else {
         buffer_->recv(peer_, tag_);
@@ -105,6 +146,73 @@ class GlooRequest : public Request {
   absl::Status result_;
   PostThread::Id post_id_ = 0;  // the post's job on the post thread (0: not queued)
   absl::Status post_status_;
+  // A same-host send: its payload, what the descriptor says, and the acknowledgement's receive.
+  const float* pull_data_ = nullptr;
+  size_t pull_bytes_ = 0;
+  PullDescriptor descriptor_;
+  uint64_t ack_word_ = 0;
+  std::unique_ptr<gloo::transport::UnboundBuffer> ack_;
+};
+
+// The receiving end of a same-host message: registered with the peer's PullReceiver, which
+// copies into the caller's buffer as soon as the sender's descriptor is there.
+class GlooPullRecv : public GlooRequestBase {
+ public:
+  GlooPullRecv(GlooTransport* transport, PullReceiver* receiver, uint64_t tag, float* data,
+               size_t bytes)
+      : transport_(transport), receiver_(receiver) {
+    pending_.tag = tag;
+    pending_.dst = data;
+    pending_.bytes = bytes;
+    transport_->Register(this);
+    receiver_->Post(&pending_);
+  }
+
+  ~GlooPullRecv() override {
+    receiver_->Remove(&pending_);  // nothing writes into the caller's buffer after this
+    transport_->Unregister(this);
+    if (!(finished_ && result_.ok()) && !transport_->latch_.failed()) {
+      LogError("transport: %s destroyed before completion; failing the transport", Describe());
+      transport_
+          ->Fail(absl::UnavailableError(
+              absl::StrCat(Describe(), " was destroyed before it completed")))
+          .IgnoreError();
+    }
+  }
+
+  absl::Status Wait(absl::Duration timeout) override {
+    if (finished_) return result_;
+    const std::string what = "waiting for " + Describe();
+    if (timeout == absl::InfiniteDuration()) return ToGlooTimeout(timeout, what).status();
+    absl::Status status;
+    if (!receiver_->Await(&pending_, absl::Now() + timeout)) {
+      status = transport_->latch_.failed()
+                   ? transport_->latch_.Check(what)
+                   : transport_->Fail(absl::DeadlineExceededError(absl::StrCat(
+                         "timed out after ", absl::FormatDuration(timeout), " ", what)));
+    } else if (!pending_.status.ok()) {
+      // As a TCP receive that fails: the transport fails, and the error names this wait.
+      status = transport_->Fail(absl::Status(pending_.status.code(),
+                                             absl::StrCat(what, ": ", pending_.status.message())));
+    }
+    finished_ = true;
+    result_ = status;
+    return status;
+  }
+
+  void AbortWait() override { receiver_->Abort(&pending_); }
+
+ private:
+  std::string Describe() const {
+    return absl::StrFormat("recv from rank %d (%s, same-host path)", receiver_->peer(),
+                           TagToString(pending_.tag));
+  }
+
+  GlooTransport* const transport_;
+  PullReceiver* const receiver_;
+  PullReceiver::Pending pending_;
+  bool finished_ = false;
+  absl::Status result_;
 };
 
 absl::Status GlooRequest::Wait(absl::Duration timeout) {
@@ -115,8 +223,8 @@ absl::Status GlooRequest::Wait(absl::Duration timeout) {
     return ToGlooTimeout(timeout, what()).status();  // a caller bug; the op stays pending
   }
   absl::Status status;
+  const absl::Time deadline = absl::Now() + timeout;
   if (post_id_ != 0) {  // its post first, within the same deadline
-    const absl::Time deadline = absl::Now() + timeout;
     if (!transport_->poster_.AwaitDone(post_id_, deadline)) {
       status = transport_->latch_.failed()
                    ? transport_->latch_.Check(what())
@@ -139,8 +247,12 @@ absl::Status GlooRequest::Wait(absl::Duration timeout) {
     return status;
   }
   try {
-    const bool completed = is_send_ ? buffer_->waitSend(nullptr, gloo_timeout)
-                                    : buffer_->waitRecv(nullptr, gloo_timeout);
+    bool completed = is_send_ ? buffer_->waitSend(nullptr, gloo_timeout)
+                              : buffer_->waitRecv(nullptr, gloo_timeout);
+    // A same-host send is done once the receiver has copied it and said so.
+    if (completed && ack_ != nullptr) {
+      completed = ack_->waitRecv(nullptr, *ToGlooTimeout(deadline - absl::Now(), ""));
+    }
     // Only Abort() interrupts a wait without an exception.
     status = completed
                  ? absl::OkStatus()
@@ -196,8 +308,15 @@ absl::StatusOr<std::unique_ptr<GlooTransport>> GlooTransport::Create(
     auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.world_size);
     context->setTimeout(timeout);
     context->connectFullMesh(adapter, device);
-    return std::unique_ptr<GlooTransport>(
+    auto transport = std::unique_ptr<GlooTransport>(
         new GlooTransport(options.rank, options.world_size, std::move(context)));
+    const char* env = std::getenv("XHC_SAME_HOST_COPY");
+    const bool enabled = options.same_host_copy && !(env != nullptr && std::strcmp(env, "0") == 0);
+    absl::Status probed = transport->ProbeSameHost(enabled, options.connect_timeout);
+    if (!probed.ok()) {
+      return absl::Status(probed.code(), absl::StrCat(what, ": ", probed.message()));
+    }
+    return transport;
   } catch (const std::exception& e) {
     const absl::Status store_error = adapter.first_error();
     if (!store_error.ok()) {
@@ -208,9 +327,84 @@ absl::StatusOr<std::unique_ptr<GlooTransport>> GlooTransport::Create(
 }
 
 GlooTransport::GlooTransport(int rank, int world_size, std::shared_ptr<gloo::Context> context)
-    : rank_(rank), world_size_(world_size), context_(std::move(context)) {}
+    : rank_(rank),
+      world_size_(world_size),
+      context_(std::move(context)),
+      pullers_(world_size),
+      pulled_by_(world_size, false),
+      next_seq_(world_size, 0) {}
+
+absl::Status GlooTransport::ProbeSameHost(bool enabled, absl::Duration timeout) {
+  if (world_size_ == 1) return absl::OkStatus();
+  static_assert(std::atomic<uint64_t>::is_always_lock_free);  // its bytes are the word
+  uint64_t nonce = RandomNonce();
+  probe_nonce_.store(nonce);
+  PeerMemoryOffer mine = MakePeerMemoryOffer(&nonce, enabled);
+  mine.nonce_addr = reinterpret_cast<uint64_t>(&probe_nonce_);
+  std::vector<PeerMemoryOffer> theirs(world_size_);
+  std::vector<uint64_t> can_read(world_size_, 0), read_by(world_size_, 0);
+  const std::chrono::milliseconds gloo_timeout = *ToGlooTimeout(timeout, "");
+  // Two rounds with every peer: the offers, then each side's verdict on the other's.
+  auto exchange = [&](auto* out, auto* in, size_t bytes, uint64_t slot) {
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs;
+    for (int peer = 0; peer < world_size_; ++peer) {
+      if (peer == rank_) continue;
+      recvs.push_back(context_->createUnboundBuffer(in + peer, bytes));
+      recvs.back()->recv(peer, slot);
+      sends.push_back(context_->createUnboundBuffer(const_cast<void*>(
+                                                        static_cast<const void*>(out + peer)),
+                                                    bytes));
+      sends.back()->send(peer, slot);
+    }
+    for (auto& b : recvs) b->waitRecv(nullptr, gloo_timeout);
+    for (auto& b : sends) b->waitSend(nullptr, gloo_timeout);
+  };
+  try {
+    const std::vector<PeerMemoryOffer> offers(world_size_, mine);
+    exchange(offers.data(), theirs.data(), sizeof(PeerMemoryOffer), kPeerProbeSlot);
+    for (int peer = 0; peer < world_size_; ++peer) {
+      can_read[peer] = peer != rank_ && CanReadPeer(theirs[peer], enabled) ? 1 : 0;
+    }
+    exchange(can_read.data(), read_by.data(), sizeof(uint64_t), kPeerProbeSlot + 1);
+  } catch (const std::exception& e) {
+    return Fail(absl::UnavailableError(
+        absl::StrCat("the same-host probe failed (a peer gone?): ", e.what())));
+  }
+  std::string from, to;
+  for (int peer = 0; peer < world_size_; ++peer) {
+    pulled_by_[peer] = read_by[peer] == 1;
+    if (pulled_by_[peer]) absl::StrAppend(&to, to.empty() ? "" : ",", peer);
+    if (can_read[peer] != 1) continue;
+    absl::StrAppend(&from, from.empty() ? "" : ",", peer);
+    pullers_[peer] = std::make_unique<PullReceiver>(
+        context_, peer, static_cast<pid_t>(theirs[peer].pid), theirs[peer].nonce_addr,
+        theirs[peer].nonce,
+        [this](const char* message, const std::string& what) {
+          return StatusFromGloo(message, absl::ZeroDuration(), what);
+        },
+        [this](absl::Status status) { return Fail(std::move(status)); });
+  }
+  LogInfo("transport: rank %d: same-host copy %s; from ranks [%s], to ranks [%s]", rank_,
+          enabled ? "on" : "off (XHC_SAME_HOST_COPY=0 or options)", from, to);
+  return absl::OkStatus();
+}
+
+bool GlooTransport::SameHostFrom(int peer) const {
+  return peer >= 0 && peer < world_size_ && pullers_[peer] != nullptr;
+}
+
+bool GlooTransport::SameHostTo(int peer) const {
+  return peer >= 0 && peer < world_size_ && pulled_by_[peer];
+}
+
+uint64_t GlooTransport::same_host_received() const {
+  uint64_t total = 0;
+  for (const auto& puller : pullers_) total += puller != nullptr ? puller->pulled() : 0;
+  return total;
+}
 
 GlooTransport::~GlooTransport() {
+  probe_nonce_.store(0);
   std::lock_guard<std::mutex> lock(requests_mu_);
   if (!requests_.empty()) {
     LogError("transport: destroyed with %d live requests (they must be destroyed first)",
@@ -218,14 +412,14 @@ GlooTransport::~GlooTransport() {
   }
 }
 
-void GlooTransport::Register(GlooRequest* request) {
+void GlooTransport::Register(GlooRequestBase* request) {
   std::lock_guard<std::mutex> lock(requests_mu_);
   requests_.insert(request);
   // Abort() may have run between the caller's health check and this registration.
   if (aborted_.load()) request->AbortWait();
 }
 
-void GlooTransport::Unregister(GlooRequest* request) {
+void GlooTransport::Unregister(GlooRequestBase* request) {
   std::lock_guard<std::mutex> lock(requests_mu_);
   requests_.erase(request);
 }
@@ -256,6 +450,17 @@ absl::StatusOr<std::unique_ptr<Request>> GlooTransport::Post(bool is_send, int p
   }
   if (data == nullptr && count > 0) return absl::InvalidArgumentError(what + ": null buffer");
   RETURN_IF_ERROR(latch_.Check(what));
+  const size_t bytes = count * sizeof(float);
+  if (bytes >= kPullMinBytes && !is_send && pullers_[peer] != nullptr) {
+    return std::unique_ptr<Request>(
+        std::make_unique<GlooPullRecv>(this, pullers_[peer].get(), tag, data, bytes));
+  }
+  if (bytes >= kPullMinBytes && is_send && pulled_by_[peer]) {
+    auto request = std::make_unique<GlooRequest>(this, nullptr, true, peer, tag);
+    request->SetPullSend(data, bytes);
+    request->QueuePost();
+    return std::unique_ptr<Request>(std::move(request));
+  }
   static float empty_payload = 0.0f;  // gloo wants a valid pointer even for zero bytes
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer =
       context_->createUnboundBuffer(count > 0 ? data : &empty_payload, count * sizeof(float));
@@ -316,12 +521,13 @@ absl::Status GlooTransport::Barrier(absl::Duration timeout) {
 }
 
 void GlooTransport::Abort() {
+  probe_nonce_.store(0);  // first: see probe_nonce_
   aborted_.store(true);
   latch_.Record(absl::AbortedError(absl::StrFormat("Abort() was called on rank %d", rank_)));
   poster_.Interrupt();  // after the record: a send's Wait it wakes reports this failure
   CloseEngine();
   std::lock_guard<std::mutex> lock(requests_mu_);
-  for (GlooRequest* request : requests_) request->AbortWait();
+  for (GlooRequestBase* request : requests_) request->AbortWait();
 }
 
 absl::Status GlooTransport::StatusFromGloo(const char* message, absl::Duration timeout,
@@ -339,6 +545,7 @@ absl::Status GlooTransport::StatusFromGloo(const char* message, absl::Duration t
 }
 
 absl::Status GlooTransport::Fail(absl::Status status) {
+  probe_nonce_.store(0);  // first: see probe_nonce_
   latch_.Record(status);
   CloseEngine();
   return status;

@@ -19,6 +19,14 @@
 //    transport" in transport.h.
 //  * A peer whose process dies closes its sockets; the event loop sees EOF and fails every
 //    operation pending on that connection, so waits on a dead peer end promptly.
+//  * A send is written only once its receive is posted on the other side (gloo's tcp pair
+//    is rendezvous-based), so a send completes once its receive is posted.
+//
+// Same-host path: at rendezvous each pair of ranks probes whether one may read the other's
+// memory (peer_memory.h); where it may, messages of kPullMinBytes or more from that peer
+// cross as a descriptor and one process_vm_readv copy by the receiver (pull_receiver.h)
+// instead of a TCP write and read. Everything else, and every peer that failed the probe,
+// stays on TCP. The same completion rule holds on both paths.
 
 #include <atomic>
 #include <chrono>
@@ -26,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -51,9 +60,15 @@ struct GlooTransportOptions {
   std::string store_prefix = "xhc/transport/";
   // Bounds the whole rendezvous: waiting for the other ranks' keys and connecting.
   absl::Duration connect_timeout = absl::Seconds(30);
+  // Offer the same-host path to peers (both ends must, and the probe must pass);
+  // XHC_SAME_HOST_COPY=0 in the environment switches it off whatever this says.
+  bool same_host_copy = true;
 };
 
+class GlooRequestBase;
 class GlooRequest;
+class GlooPullRecv;
+class PullReceiver;
 
 class GlooTransport : public Transport {
  public:
@@ -84,13 +99,23 @@ class GlooTransport : public Transport {
   // The gloo context, for benchmarks that compare against raw gloo on the same connections.
   const std::shared_ptr<gloo::Context>& gloo_context() const { return context_; }
 
+  // Whether large messages from / to `peer` take the same-host path (the probe's verdict).
+  bool SameHostFrom(int peer) const;
+  bool SameHostTo(int peer) const;
+  // Messages received over the same-host path so far, from every peer.
+  uint64_t same_host_received() const;
+
  private:
   friend class GlooRequest;
+  friend class GlooPullRecv;
 
   GlooTransport(int rank, int world_size, std::shared_ptr<gloo::Context> context);
 
   absl::StatusOr<std::unique_ptr<Request>> Post(bool is_send, int peer, uint64_t tag, float* data,
                                                 size_t count);
+  // The rendezvous's last step: every pair learns whether either end may read the other's
+  // memory, and the receivers of the same-host path start.
+  absl::Status ProbeSameHost(bool enabled, absl::Duration timeout);
   template <typename T>
   absl::Status AllReduceImpl(T* data, size_t count, absl::Duration timeout, const char* type_name);
 
@@ -103,8 +128,8 @@ class GlooTransport : public Transport {
   absl::Status Fail(absl::Status status);
   void CloseEngine();
 
-  void Register(GlooRequest* request);
-  void Unregister(GlooRequest* request);
+  void Register(GlooRequestBase* request);
+  void Unregister(GlooRequestBase* request);
 
   const int rank_;
   const int world_size_;
@@ -112,7 +137,17 @@ class GlooTransport : public Transport {
   FailureLatch latch_;
   std::atomic<bool> aborted_{false};
   std::mutex requests_mu_;
-  absl::flat_hash_set<GlooRequest*> requests_;  // guarded by requests_mu_
+  absl::flat_hash_set<GlooRequestBase*> requests_;  // guarded by requests_mu_
+  // The same-host path (set up by ProbeSameHost, fixed after): what peers read to prove
+  // they may, the receiver of each peer this rank reads from (null: TCP), whether each peer
+  // reads from this rank, and the sequence numbers of the descriptors sent to each peer.
+  // The nonce stays while this transport is healthy and is cleared (Fail, Abort, the
+  // destructor) before any caller can learn of a failure and reuse a send's buffer: a
+  // receiver that reads it intact after its copy knows the copy read the message.
+  std::atomic<uint64_t> probe_nonce_{0};
+  std::vector<std::unique_ptr<PullReceiver>> pullers_;
+  std::vector<bool> pulled_by_;
+  std::vector<uint64_t> next_seq_;     // used by the post thread only
   // Makes the posts (declared last: joined before anything above goes).
   PostThread poster_;
 };

@@ -1,5 +1,6 @@
 // One contract, two implementations: every test here runs against GlooTransport (real TCP
-// over 127.0.0.1, one thread per rank) and FakeTransport.
+// over 127.0.0.1, one thread per rank; large messages on the same-host path, and again with
+// that path off: "gloo_tcp") and FakeTransport.
 
 #include <algorithm>
 #include <atomic>
@@ -14,42 +15,13 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "runtime/transport/fake_transport.h"
-#include "runtime/transport/gloo_transport.h"
-#include "runtime/transport/memory_kv_store.h"
+#include "runtime/transport/gloo_test_world.h"
 #include "runtime/transport/transport_test_util.h"
 
 namespace xhc {
 namespace {
 
 using World = std::vector<std::unique_ptr<Transport>>;
-
-// Runs fn(rank) on one thread per rank and joins them.
-template <typename Fn>
-void OnEveryRank(int world_size, Fn fn) {
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world_size; ++rank) threads.emplace_back(fn, rank);
-  for (std::thread& thread : threads) thread.join();
-}
-
-World MakeGlooWorld(int world_size) {
-  static MemoryKvStore* store = new MemoryKvStore();  // shared; each world has its own prefix
-  static std::atomic<int> num_worlds{0};
-  const std::string prefix = absl::StrCat("test-world-", num_worlds.fetch_add(1), "/");
-  World world(world_size);
-  // Create blocks until every rank has joined, so each rank rendezvouses on its own thread.
-  OnEveryRank(world_size, [&](int rank) {
-    GlooTransportOptions options;
-    options.rank = rank;
-    options.world_size = world_size;
-    options.store_prefix = prefix;
-    options.connect_timeout = absl::Seconds(20);
-    absl::StatusOr<std::unique_ptr<GlooTransport>> transport =
-        GlooTransport::Create(options, store);
-    ASSERT_TRUE(transport.ok()) << transport.status();
-    world[rank] = std::move(*transport);
-  });
-  return world;
-}
 
 World MakeFakeWorld(int world_size) {
   World world;
@@ -61,7 +33,14 @@ World MakeFakeWorld(int world_size) {
 class TransportConformanceTest : public ::testing::TestWithParam<std::string> {
  protected:
   World MakeWorld(int world_size) {
-    World world = GetParam() == "gloo" ? MakeGlooWorld(world_size) : MakeFakeWorld(world_size);
+    World world;
+    if (GetParam() == "fake") {
+      world = MakeFakeWorld(world_size);
+    } else {
+      for (auto& t : MakeGlooWorld(world_size, /*same_host_copy=*/GetParam() == "gloo")) {
+        world.push_back(std::move(t));
+      }
+    }
     for (const auto& transport : world) EXPECT_NE(transport, nullptr);
     return world;
   }
@@ -209,7 +188,7 @@ TEST_P(TransportConformanceTest, RejectsBadArguments) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TransportConformanceTest, ::testing::Values("gloo", "fake"),
+INSTANTIATE_TEST_SUITE_P(Backends, TransportConformanceTest, ::testing::Values("gloo", "gloo_tcp", "fake"),
                          [](const auto& info) { return info.param; });
 
 TEST(TagTest, RoundTripsAndNamesItself) {
