@@ -115,7 +115,7 @@ TEST(Measure, TraceBubbleCostsAndTransfer) {
 }
 
 // A receive whose wait began after its producer had finished is no transfer sample, however
-// long it took (a same-host receive copies inside its wait: PERF.md 132); one split into
+// long it took (a transport that copies inside the wait: PERF.md 132); one split into
 // "wait peer" + "recv" began at the first part.
 TEST(Measure, TransfersOnlyFromWaitsThatBeganBeforeTheProducerEnded) {
   std::vector<std::string> e = {
