@@ -4,7 +4,8 @@
 // The data plane between worker ranks: asynchronous point-to-point of float buffers (the
 // [tokens, N, C] stage-boundary state and its gradient) plus the few world collectives a
 // training step needs (global grad norm, loss). One Transport per worker rank; the
-// StageExecutor owns it. Implementations: GlooTransport (CPU, TCP), FakeTransport (tests).
+// StageExecutor owns it. Implementations: GlooTransport (CPU: TCP, or one cross-process copy
+// between ranks on one host), FakeTransport (tests).
 //
 // Failure model (the same for every implementation, so the executor has one code path):
 //  * Every blocking call takes a timeout; its error names what it waited for.
