@@ -51,15 +51,7 @@ class GlooRequest : public GlooRequestBase {
     // The post thread must be done with this request (or never start it) before it goes.
     if (post_id_ != 0) transport_->poster_.CancelOrAwait(post_id_);
     transport_->Unregister(this);
-    if (!(finished_ && result_.ok()) && !transport_->latch_.failed()) {
-      // gloo may still write into (or read from) the caller's buffer; closing the engine is
-      // the only way to guarantee it will not.
-      LogError("transport: %s destroyed before completion; failing the transport", Describe());
-      transport_
-          ->Fail(absl::UnavailableError(
-              absl::StrCat(Describe(), " was destroyed before it completed")))
-          .IgnoreError();
-    }
+    if (!(finished_ && result_.ok())) transport_->FailAbandoned(Describe());
   }
 
   absl::Status Wait(absl::Duration timeout) override;
@@ -171,13 +163,7 @@ class GlooPullRecv : public GlooRequestBase {
   ~GlooPullRecv() override {
     receiver_->Remove(&pending_);  // nothing writes into the caller's buffer after this
     transport_->Unregister(this);
-    if (!(finished_ && result_.ok()) && !transport_->latch_.failed()) {
-      LogError("transport: %s destroyed before completion; failing the transport", Describe());
-      transport_
-          ->Fail(absl::UnavailableError(
-              absl::StrCat(Describe(), " was destroyed before it completed")))
-          .IgnoreError();
-    }
+    if (!(finished_ && result_.ok())) transport_->FailAbandoned(Describe());
   }
 
   absl::Status Wait(absl::Duration timeout) override {
@@ -542,6 +528,15 @@ absl::Status GlooTransport::StatusFromGloo(const char* message, absl::Duration t
         "timed out after ", absl::FormatDuration(timeout), " ", what, " [", message, "]"));
   }
   return absl::UnavailableError(absl::StrCat(what, ": peer gone or connection broken: ", message));
+}
+
+void GlooTransport::FailAbandoned(const std::string& request) {
+  if (latch_.failed()) return;
+  // gloo (or a same-host copy) may still write into or read from the caller's buffer;
+  // closing the engine is the only way to guarantee it will not.
+  LogError("transport: %s destroyed before completion; failing the transport", request);
+  Fail(absl::UnavailableError(absl::StrCat(request, " was destroyed before it completed")))
+      .IgnoreError();
 }
 
 absl::Status GlooTransport::Fail(absl::Status status) {

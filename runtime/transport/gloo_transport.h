@@ -126,6 +126,9 @@ class GlooTransport : public Transport {
   // Records `status` as the transport's failure (if first) and closes every connection, so
   // no pending operation can touch a caller's buffer later and peers learn promptly.
   absl::Status Fail(absl::Status status);
+  // A request destroyed before its Wait returned OK, while this transport is healthy: fails
+  // it (transport.h's contract), naming `request`.
+  void FailAbandoned(const std::string& request);
   void CloseEngine();
 
   void Register(GlooRequestBase* request);
