@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -222,6 +223,15 @@ absl::Status Controller::Report(const proto::StepReport& report) {
         " (registration ", w.epoch, ") now"));
   }
   if (report.generation() != generation_) return absl::OkStatus();  // from an aborted step
+  if (report.has_step_result()) {
+    // A step no job runs is a bad report, not a number to count from (a step of INT64_MAX
+    // overflowed step_done below: controller_rpc_fuzzer).
+    const int64_t step = report.step_result().step();
+    if (step < 0 || step == std::numeric_limits<int64_t>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", report.rank(), ": a result for step ", step, ", which no job runs"));
+    }
+  }
   const ReportKey key = KeyOf(report);
   if (!reports_.count({key, report.rank()})) {
     int pending = 0;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -331,6 +332,13 @@ TEST(ControllerTest, StreamsAndReportsNeedTheRanksCurrentRegistration) {
   report.mutable_ready();
   EXPECT_TRUE(absl::IsFailedPrecondition(ctl->Report(report)));
   report.set_epoch(epoch);
+  // A step no job runs is refused, not counted from (INT64_MAX overflowed the count of steps
+  // done: controller_rpc_fuzzer).
+  for (int64_t bad : {int64_t{-1}, std::numeric_limits<int64_t>::max()}) {
+    report.mutable_step_result()->set_step(bad);
+    const absl::Status refused = ctl->Report(report);
+    EXPECT_TRUE(absl::IsInvalidArgument(refused)) << bad << ": " << refused;
+  }
   for (int step = 0; step < Controller::kMaxPendingReportsPerRank; ++step) {
     report.mutable_step_result()->set_step(step);
     ASSERT_TRUE(ctl->Report(report).ok()) << "report " << step;
