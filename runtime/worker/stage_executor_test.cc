@@ -267,6 +267,9 @@ class RecordingTransport : public Transport {
   absl::StatusOr<std::unique_ptr<Request>> Irecv(int peer, uint64_t tag, float* data,
                                                  size_t count) override {
     Record(false, tag);
+    // A post that does work (as GlooTransport's same-host path does when the payload came
+    // before its receive), where recv_post_delay is set.
+    if (recv_post_delay > absl::ZeroDuration()) absl::SleepFor(recv_post_delay);
     return inner_->Irecv(peer, tag, data, count);
   }
   absl::Status AllReduceSum(double* data, size_t count, absl::Duration timeout) override {
@@ -285,6 +288,7 @@ class RecordingTransport : public Transport {
 
   int collectives = 0;
   std::vector<Post> posts;
+  absl::Duration recv_post_delay = absl::ZeroDuration();
 
  private:
   void Record(bool is_send, uint64_t tag) {
@@ -324,6 +328,46 @@ RecordedStep RunRecordedStep(const Config& config, int pipeline_ranks, int repli
   }
   for (auto& t : threads) t.join();
   return r;
+}
+
+// A receive's post that takes a while is communication the compute thread spent (a
+// "post recv" span on the communication track), one per receive; quick posts make no span.
+TEST(StageExecutorSpansTest, SlowReceivePostsAreCommunicationSpans) {
+  const Config config = MakeConfig("{type: vanilla}", "1f1b", 1);
+  absl::StatusOr<plan::JobPlan> plan = plan::MakePlan(config, 2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const Corpus corpus = MakeCorpus();
+  auto world = FakeTransport::CreateWorld(2);
+  std::vector<std::unique_ptr<RecordingTransport>> transports;
+  std::vector<std::unique_ptr<StageExecutor>> execs;
+  for (int r = 0; r < 2; ++r) {
+    transports.push_back(std::make_unique<RecordingTransport>(world[r].get()));
+    if (r == 1) transports[r]->recv_post_delay = absl::Milliseconds(2);
+    execs.push_back(
+        std::make_unique<StageExecutor>(config, *plan, r, transports[r].get(), &corpus));
+  }
+  std::vector<absl::StatusOr<StepOutcome>> out(2, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] { out[r] = execs[r]->RunStep(0, kSteps, false); });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(out[r].ok()) << out[r].status();
+    int posts = 0;
+    double post_s = 0;
+    for (const proto::Span& span : out[r]->spans) {
+      if (span.name().rfind("post recv ", 0) != 0) continue;
+      EXPECT_EQ(span.track(), 1) << span.name();  // communication
+      post_s += span.dur_us() * 1e-6;
+      if (span.dur_us() < 2000) continue;  // an undelayed post the machine happened to slow
+      EXPECT_EQ(span.name().rfind("post recv F1.", 0), 0u) << "rank " << r << ": " << span.name();
+      ++posts;
+    }
+    // Rank 1 receives each micro-batch's activation; rank 0's posts were not delayed.
+    EXPECT_EQ(posts, r == 1 ? config.train.microbatches : 0) << "rank " << r;
+    EXPECT_GE(out[r]->comm_wait_s, post_s) << "rank " << r;
+  }
 }
 
 // The step-end gradient norm: on up to 8 ranks one message from every other rank (no
