@@ -124,7 +124,7 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
   std::ofstream metrics((fs::path(options.out_dir) / "metrics.jsonl").string(), std::ios::app);
   if (total == 0 && !options.resume) {
     // `--steps 0` exports the seeded initial weights as checkpoint 0, so another framework
-    // can start from exactly our init (bench/peer loads it into PyTorch).
+    // can start from exactly our init (runtime/lab/bench/peer loads it into PyTorch).
     RETURN_IF_ERROR(SaveCheckpoint(
         config, options.out_dir, 0, params,
         options.checkpoint_files ? *options.checkpoint_files : DefaultFileSystem()));

@@ -9,7 +9,7 @@ namespace xhc::worker {
 // Inter-stage buffers recycled across a worker's actions. Every buffer a stage boundary moves
 // (a receive, a stage's output, an input gradient) has the same few sizes, and each is
 // overwritten in full by the model or the transport: a fresh std::vector would zero-fill its
-// megabytes first (4 MiB per buffer at bench/peer/small.yaml's size), once per action.
+// megabytes first (4 MiB per buffer at runtime/lab/bench/peer/small.yaml's size), once per action.
 class BufferPool {
  public:
   // At most this many spare buffers are kept; more are freed (a schedule holds few at once).

@@ -24,8 +24,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/config.h"
-#include "runtime/controller/controller.h"
-#include "runtime/controller/controller_handlers.h"
+#include "runtime/control/controller/controller.h"
+#include "runtime/control/controller/controller_handlers.h"
 #include "tests/fuzz/controller_rpc.pb.h"
 
 namespace xhc::controller {

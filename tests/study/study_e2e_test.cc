@@ -14,7 +14,7 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/study/bubbles.h"
+#include "runtime/lab/study/bubbles.h"
 #include "tests/util/run_util.h"
 
 namespace xhc::testing {
@@ -129,7 +129,7 @@ TEST(StudyE2E, SimulatedMatchesAnalyticUnderUniformCosts) {
   for (const char* s : kSchedules) {
     // The published formulas send a backward's output at the end of the whole action; the
     // CPU worker sends it when its piece ends (SimCosts::sequential_pieces, which the study
-    // sets and runtime/study's unit test checks against the formulas separately).
+    // sets and runtime/lab/study's unit test checks against the formulas separately).
     scheduler::SimCosts atomic = study::CostsFrom(uniform, 0, -1);
     atomic.sequential_pieces = false;
     auto b = study::ComputeModelBubbles(s, 4, 8, atomic);

@@ -1,0 +1,239 @@
+#include "runtime/control/launch/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/common/log.h"
+#include "base/status_macros.h"
+#include "base/subprocess.h"
+#include "runtime/control/controller/controller.h"
+#include "runtime/control/controller/controller_service.h"
+#include "runtime/control/dashboard/dashboard_server.h"
+#include "runtime/train/trainer.h"
+
+namespace xhc::launch {
+namespace fs = std::filesystem;
+namespace {
+
+struct LastLine {
+  std::mutex mu;
+  std::string text;
+};
+
+struct Child {
+  pid_t pid = -1;  // -1 once reaped
+  int out_fd = -1;
+  std::thread pump;
+  std::shared_ptr<LastLine> last = std::make_shared<LastLine>();
+};
+
+// Copies a child's output line by line with a "[rank i]" prefix, remembering the last line
+// (the likely reason if it dies).
+void Pump(int fd, int index, std::shared_ptr<LastLine> last) {
+  FILE* in = fdopen(fd, "r");
+  if (in == nullptr) return;
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0) {
+    std::fprintf(stderr, "[rank %d] %s", index, line);
+    std::lock_guard<std::mutex> lock(last->mu);
+    last->text = line;
+    while (!last->text.empty() && last->text.back() == '\n') last->text.pop_back();
+  }
+  std::free(line);
+  std::fclose(in);
+}
+
+absl::StatusOr<Child> SpawnWorker(int index, int world_size, int port,
+                                  const std::string& token_file, int threads) {
+  // Everything the child needs is prepared before fork: after it, only exec-safe calls.
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+  SpawnSpec spec;
+  spec.argv = {"/proc/self/exe", "worker", "--controller", absl::StrCat("127.0.0.1:", port),
+               "--token-file", token_file, "--rank-hint", absl::StrCat(index),
+               // Explicit, so torchrun or Slurm variables around `xhc launch` (say, inside
+               // an salloc) never reach the children's world size.
+               "--world-size", absl::StrCat(world_size)};
+  // Workers share the machine's cores: give each its share of OpenMP threads (an explicit
+  // OMP_NUM_THREADS from the user wins).
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    spec.env = {{"OMP_NUM_THREADS", absl::StrCat(threads)}};
+  }
+  spec.output_fd = fds[1];
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  close(fds[1]);
+  if (!pid.ok()) {
+    close(fds[0]);
+    return pid.status();
+  }
+  Child c;
+  c.pid = *pid;
+  c.out_fd = fds[0];
+  c.pump = std::thread(Pump, fds[0], index, c.last);
+  return c;
+}
+
+// Waits for every child; kills the ones still running after `grace_s`.
+void Reap(std::vector<Child>& children, double grace_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
+  for (Child& c : children) {
+    if (c.pid > 0) {
+      const double left = std::chrono::duration<double>(deadline -
+                                                        std::chrono::steady_clock::now()).count();
+      WaitWithTimeout(c.pid, std::max(0.0, left));
+      c.pid = -1;
+    }
+    if (c.pump.joinable()) c.pump.join();
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> NewJobToken() {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  unsigned char bytes[16];
+  if (!in.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
+    return absl::InternalError("cannot read /dev/urandom");
+  }
+  std::string token;
+  for (unsigned char b : bytes) absl::StrAppend(&token, absl::Hex(b, absl::kZeroPad2));
+  return token;
+}
+
+absl::Status WriteTokenFile(const std::string& path, const std::string& token) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create token file ", path));
+  fchmod(fd, 0600);
+  const bool ok = write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  close(fd);
+  return ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
+}
+
+absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
+  controller::ControllerOptions copts;
+  copts.workers = options.workers > 0 ? options.workers : config.pipeline.workers;
+  copts.data_parallel = options.data_parallel;
+  copts.steps = options.steps;
+  copts.run_dir = options.out_dir;
+  copts.quiet = options.quiet;
+  copts.resume = options.resume;
+  // The plan is validated here, before any worker process starts.
+  ASSIGN_OR_RETURN(std::unique_ptr<controller::Controller> ctl,
+                   controller::Controller::Create(config, copts));
+  // Workers run on this machine: check their corpus here too, before any process starts.
+  RETURN_IF_ERROR(train::LoadTrainingCorpus(config).status());
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  ASSIGN_OR_RETURN(std::string token, NewJobToken());
+  const std::string token_file = (fs::path(options.out_dir) / ".job-token").string();
+  RETURN_IF_ERROR(WriteTokenFile(token_file, token));
+  ASSIGN_OR_RETURN(std::unique_ptr<controller::ControllerServer> server,
+                   controller::ControllerServer::Start(ctl.get(), "127.0.0.1:0", token, {}));
+  // Data parallelism multiplies the processes: data_parallel replicas of the pipeline.
+  const int world = ctl->plan().world_size();
+  LogInfo("controller listening on 127.0.0.1:%d; starting %d workers (%s, %d replica(s))",
+          server->port(), world, ctl->plan().schedule.type, ctl->plan().data_parallel);
+  std::unique_ptr<dashboard::DashboardServer> dash;
+  if (!options.http.empty()) {
+    ASSIGN_OR_RETURN(dash, dashboard::DashboardServer::Start(ctl.get(), options.http, token));
+    std::printf("xhc launch: dashboard %s  (Prometheus: %smetrics)%s\n", dash->url().c_str(),
+                dash->url().c_str(),
+                dash->requires_token()
+                    ? absl::StrCat("; not loopback: send the job token in ", token_file,
+                                   " as Authorization: Bearer TOKEN, or open ?token=TOKEN")
+                          .c_str()
+                    : "");
+    std::fflush(stdout);
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::max(1, cores / world);
+  if (world > cores) {
+    LogWarning("%d workers on %d cores: the operating system time-slices them, so step times "
+               "and exposed communication measure its scheduler, not the pipeline (use "
+               "pipeline.workers x pipeline.data_parallel <= %d on this machine)", world, cores,
+               cores);
+  }
+  std::vector<Child> children;
+  std::mutex children_mu;
+  for (int i = 0; i < world; ++i) {
+    absl::StatusOr<Child> c = SpawnWorker(i, world, server->port(), token_file, threads);
+    if (!c.ok()) {
+      ctl->Stop();
+      Reap(children, 1);
+      return c.status();
+    }
+    children.push_back(std::move(*c));
+  }
+  const int port = server->port();
+  // Replacement of a dead or hung worker: make sure the old process is gone (a hung one is
+  // still there), then start a new one that asks for the same rank.
+  ctl->SetRestartWorker([&, port, threads, world](int rank) -> absl::Status {
+    std::lock_guard<std::mutex> lock(children_mu);
+    Child& old = children[rank];
+    if (old.pid > 0) {
+      kill(old.pid, SIGKILL);
+      int wstatus = 0;
+      waitpid(old.pid, &wstatus, 0);
+    }
+    if (old.pump.joinable()) old.pump.join();
+    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, world, port, token_file, threads));
+    children[rank] = std::move(fresh);
+    return absl::OkStatus();
+  });
+  // Watches for workers that exit on their own (e.g. a bad config or corpus at start-up), so
+  // the job fails at once with their last words instead of waiting out a timeout.
+  std::atomic<bool> running{true};
+  std::thread monitor([&] {
+    while (running.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::lock_guard<std::mutex> lock(children_mu);
+      for (size_t r = 0; r < children.size(); ++r) {
+        Child& c = children[r];
+        int wstatus = 0;
+        if (c.pid <= 0 || waitpid(c.pid, &wstatus, WNOHANG) != c.pid) continue;
+        const pid_t pid = c.pid;
+        c.pid = -1;
+        std::string last;
+        {
+          std::lock_guard<std::mutex> l(c.last->mu);
+          last = c.last->text;
+        }
+        ctl->WorkerProcessExited(
+            static_cast<int>(r),
+            absl::StrFormat("process %d exited (%s %d): %s", pid,
+                            WIFEXITED(wstatus) ? "code" : "signal",
+                            WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : WTERMSIG(wstatus), last));
+      }
+    }
+  });
+  absl::Status status = ctl->Run();
+  running = false;
+  monitor.join();
+  std::lock_guard<std::mutex> lock(children_mu);
+  Reap(children, status.ok() ? 30 : 5);
+  ctl->Stop();
+  if (dash) dash->Shutdown();
+  server->Shutdown();
+  return status;
+}
+
+}  // namespace xhc::launch
