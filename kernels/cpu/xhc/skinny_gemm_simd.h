@@ -148,9 +148,10 @@ inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const 
   constexpr int kPinned = RV;
   V a[TN][RV];
   XHC_UNROLL
-  for (int i = 0; i < TN; ++i)
+  for (int i = 0; i < TN; ++i) {
     XHC_UNROLL
     for (int v = 0; v < RV; ++v) a[i][v] = S::Zero();
+  }
   // One column: RV loads of W, TN broadcasts of X, TN x RV FMAs.
   auto column = [&](int c) XHC_ALWAYS_INLINE {
     V w[RV];
@@ -179,12 +180,13 @@ inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const 
     }
   }
   XHC_UNROLL
-  for (int i = 0; i < TN; ++i)
+  for (int i = 0; i < TN; ++i) {
     XHC_UNROLL
     for (int v = 0; v < RV; ++v) {
       float* t = tot + (i * RV + v) * S::kL;
       S::StoreA(t, S::Add(S::LoadA(t), a[i][v]));
     }
+  }
 }
 
 // Tokens [0, tn) of a run, tn <= kTile, in tiles of kTile tokens (the last one shorter).
@@ -308,9 +310,10 @@ inline void AxpyTile(int R, const float* A, int lda, const float* W, size_t ldw,
   constexpr int kOutAhead = 2 * 3 * S::kL;
   V a[TN][CW];
   XHC_UNROLL
-  for (int i = 0; i < TN; ++i)
+  for (int i = 0; i < TN; ++i) {
     XHC_UNROLL
     for (int v = 0; v < CW; ++v) a[i][v] = S::Zero();
+  }
   // Every line the tile-width run touches: one request per 16 floats, and its last float (an
   // unaligned run spans one line more). The first and last float alone, as before, left the
   // middle line of AVX-512's 3-vector run unrequested (skinny_gemm_bench AxpyRows stream
@@ -446,9 +449,10 @@ inline void AtXTile(int kt, const float* A, int lda, const float* xp, float* acc
   using V = typename S::V;
   V a[RN][CW];
   XHC_UNROLL
-  for (int j = 0; j < RN; ++j)
+  for (int j = 0; j < RN; ++j) {
     XHC_UNROLL
     for (int v = 0; v < CW; ++v) a[j][v] = S::LoadA(acc + j * kAtXChunk + v * S::kL);
+  }
   for (int t = 0; t < kt; ++t) {
     V x[CW];
     XHC_UNROLL
@@ -461,9 +465,10 @@ inline void AtXTile(int kt, const float* A, int lda, const float* xp, float* acc
     }
   }
   XHC_UNROLL
-  for (int j = 0; j < RN; ++j)
+  for (int j = 0; j < RN; ++j) {
     XHC_UNROLL
     for (int v = 0; v < CW; ++v) S::StoreA(acc + j * kAtXChunk + v * S::kL, a[j][v]);
+  }
 }
 
 template <class S, int RN>
