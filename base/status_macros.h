@@ -13,10 +13,10 @@
 #define XHC_CONCAT_(a, b) XHC_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function if not OK.
-#define RETURN_IF_ERROR(expr)                        \
-  do {                                               \
-    ::absl::Status xhc_status_ = (expr);             \
-    if (!xhc_status_.ok()) return xhc_status_;       \
+#define RETURN_IF_ERROR(expr)                  \
+  do {                                         \
+    ::absl::Status xhc_status_ = (expr);       \
+    if (!xhc_status_.ok()) return xhc_status_; \
   } while (0)
 
 // ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (an absl::StatusOr<T>); on error returns its
@@ -24,8 +24,8 @@
 #define ASSIGN_OR_RETURN(lhs, expr) \
   XHC_ASSIGN_OR_RETURN_IMPL_(XHC_CONCAT_(xhc_statusor_, __LINE__), lhs, expr)
 
-#define XHC_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
-  auto statusor = (expr);                               \
+#define XHC_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)    \
+  auto statusor = (expr);                                  \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
 

@@ -21,7 +21,8 @@ namespace xhc::testing {
 inline uint64_t TestBaseSeed() {
   static const uint64_t base = [] {
     const char* env = std::getenv("XHC_TEST_SEED");
-    if (env != nullptr && *env != '\0') return static_cast<uint64_t>(std::strtoull(env, nullptr, 0));
+    if (env != nullptr && *env != '\0')
+      return static_cast<uint64_t>(std::strtoull(env, nullptr, 0));
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) ^ rd();
   }();
@@ -45,8 +46,7 @@ inline uint64_t TestSeed(std::string_view salt = "") {
   for (char c : salt) h = MixSeed(h ^ static_cast<unsigned char>(c));
   std::fprintf(stderr, "[seed] %s%s%.*s: XHC_TEST_SEED=%llu (derived %#llx)\n", name.c_str(),
                salt.empty() ? "" : " ", static_cast<int>(salt.size()), salt.data(),
-               static_cast<unsigned long long>(TestBaseSeed()),
-               static_cast<unsigned long long>(h));
+               static_cast<unsigned long long>(TestBaseSeed()), static_cast<unsigned long long>(h));
   if (info != nullptr) {
     ::testing::Test::RecordProperty("xhc_test_seed", std::to_string(TestBaseSeed()));
   }

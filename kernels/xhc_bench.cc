@@ -22,22 +22,22 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "base/cpu_info.h"
+#include "base/process_env.h"
 #include "kernels/cpu/xhc/skinny_gemm_isa.h"
 #include "kernels/cpu/xhc/state_restore.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
-#include "kernels/xhc_bench_variants.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
-#include "base/cpu_info.h"
-#include "base/process_env.h"
+#include "kernels/xhc_bench_variants.h"
 #include "third_party/openblas_cblas.h"
 
 namespace xhc::kernels {
@@ -96,13 +96,13 @@ struct Sublayer {
     const double NC = d.D(), C = g_C, kC_ = d.Da(), K = d.K, r = d.r;
     // XhcPre reads each 16-token block of X once (projections, stats, read, gather run on
     // the cached block; the map projections read the just-gathered xa from cache); writes u, xa.
-    const double fwd = NC + C + kC_
-                       + C + K * C + 2 * kC_;  // Post: out, aug, xa read, k streams written
+    const double fwd =
+        NC + C + kC_ + C + K * C + 2 * kC_;  // Post: out, aug, xa read, k streams written
     const double bwd_out = 2 * kC_ + K * C + C + 2 * r * C;  // dA, xa, aug, d_out, dg
     // XhcBackwardInput: one pass per 16-token block: X_in, dX read + write, du, xa (the map
     // and projection products are added while the block is cached).
     const double bwd_in = 3 * NC + C + kC_ + kC_;  // + the restored rows written
-    const double wgt = NC + kC_ + r * C + C;    // sgemms read X_in, xa; conv reads dg, out
+    const double wgt = NC + kC_ + r * C + C;       // sgemms read X_in, xa; conv reads dg, out
     const double restore = 2 * kC_;  // the weight pass's RestoreInput: xa read, k rows written
     return (fwd + bwd_out + bwd_in + wgt + restore) * 4.0 * Tokens();
   }
@@ -220,8 +220,11 @@ double Step(Sublayer& attn, Sublayer& mlp, Buffers& b, bool backward, bool ref) 
 class MachineProbes {
  public:
   MachineProbes()
-      : a_(kCopyFloats, 1.0f), b_(kCopyFloats, 0.0f),
-        x_(static_cast<size_t>(kGemmN) * kGemmN, 0.5f), y_(x_), z_(x_) {}
+      : a_(kCopyFloats, 1.0f),
+        b_(kCopyFloats, 0.0f),
+        x_(static_cast<size_t>(kGemmN) * kGemmN, 0.5f),
+        y_(x_),
+        z_(x_) {}
 
   void Measure() {
     gbps_ = std::max(gbps_, MemcpyGbps());
@@ -256,8 +259,8 @@ class MachineProbes {
     const int saved_threads = openblas_get_num_threads();
     openblas_set_num_threads(omp_get_max_threads());
     const double t0 = Now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, x_.data(), n,
-                y_.data(), n, 0.0f, z_.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, x_.data(), n, y_.data(),
+                n, 0.0f, z_.data(), n);
     const double seconds = Now() - t0;
     openblas_set_num_threads(saved_threads);
     return 2.0 * n * n * n / seconds / 1e9;
@@ -277,7 +280,10 @@ int Main(bool json, bool run_reference) {
   b.dX = b.X;
   b.u.resize(Tokens() * g_C), b.out = b.d_out = b.u;
   const std::vector<float> X0 = b.X;
-  auto reset = [&] { b.X = X0; b.dX = X0; };
+  auto reset = [&] {
+    b.X = X0;
+    b.dX = X0;
+  };
   reset();
   Step(attn, mlp, b, true, false);  // warm-up (allocations, page faults)
   MachineProbes probes;
@@ -304,33 +310,34 @@ int Main(bool json, bool run_reference) {
   const double bytes = attn.Bytes() + mlp.Bytes(), flops = attn.Flops() + mlp.Flops();
   const double gbps = probes.gbps(), gflops = probes.gflops();
   const double bound = std::max(bytes / (gbps * 1e9), flops / (gflops * 1e9));
-  std::printf(json ? "{\"tokens\": %zu, \"C\": %d, \"N\": %d, \"k\": %d, \"m\": %d, "
-                     "\"threads\": %d, \"fused_fwd_ms\": %.2f, \"fused_fwdbwd_ms\": %.2f, "
-                     "\"reference_fwdbwd_ms\": %.1f, \"bytes\": %.0f, \"flops\": %.0f, "
-                     "\"memcpy_gbps\": %.2f, \"sgemm_gflops\": %.1f, \"bound_ms\": %.2f, "
-                     "\"roofline_fraction\": %.3f, \"blas_coretype\": \"%s\", "
-                     "\"cpu_model\": \"%s\", \"cpu_isas\": \"%s\", \"skinny_isa\": \"%s\", "
-                     "\"phase_ms\": {\"f_copy\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
-                     "\"restore\": %.1f, \"bwd_out\": %.1f, \"bwd_input\": %.1f, \"bwd_weights\": %.1f}, "
-                     "\"phase_cpu_ms\": {\"f_copy\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
-                     "\"restore\": %.1f, \"bwd_out\": %.1f, \"bwd_input\": %.1f, \"bwd_weights\": %.1f, "
-                     "\"kernels_total\": %.1f}}\n"
-                   : "tokens %zu C %d N %d k %d m %d threads %d\nfused fwd %.2f ms, fwd+bwd "
-                     "%.2f ms, reference fwd+bwd %.1f ms\nbytes %.0f flops %.0f memcpy %.2f "
-                     "GB/s sgemm %.1f GFLOP/s bound %.2f ms roofline fraction %.3f\n"
-                     "blas coretype %s\ncpu %s, skinny GEMM paths %s, ran %s\nphases (ms, both sublayers, best fwd+bwd run): F "
-                     "copy %.1f pre %.1f post %.1f restore %.1f bwd_out %.1f bwd_input %.1f "
-                     "bwd_weights %.1f\ncpu time (ms, best run): F copy %.1f pre %.1f post %.1f "
-                     "restore %.1f bwd_out %.1f bwd_input %.1f bwd_weights %.1f kernels total %.1f\n",
-              Tokens(), g_C, kN, kK, kM, omp_get_max_threads(), fwd * 1e3, fwdbwd * 1e3,
-              ref_fwdbwd * 1e3, bytes, flops, gbps, gflops, bound * 1e3, bound / fwdbwd,
-              getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default",
-              CpuModelName().c_str(), cpu::CpuSkinnyIsas().c_str(), cpu::ActiveSkinnyIsaName(),
-              best.copy * 1e3, best.pre * 1e3, best.post * 1e3, best.restore * 1e3,
-              best.bwd_out * 1e3, best.bwd_in * 1e3, best.bwd_w * 1e3, best_cpu.copy * 1e3,
-              best_cpu.pre * 1e3, best_cpu.post * 1e3, best_cpu.restore * 1e3,
-              best_cpu.bwd_out * 1e3, best_cpu.bwd_in * 1e3, best_cpu.bwd_w * 1e3,
-              best_cpu.Residual() * 1e3);
+  std::printf(
+      json ? "{\"tokens\": %zu, \"C\": %d, \"N\": %d, \"k\": %d, \"m\": %d, "
+             "\"threads\": %d, \"fused_fwd_ms\": %.2f, \"fused_fwdbwd_ms\": %.2f, "
+             "\"reference_fwdbwd_ms\": %.1f, \"bytes\": %.0f, \"flops\": %.0f, "
+             "\"memcpy_gbps\": %.2f, \"sgemm_gflops\": %.1f, \"bound_ms\": %.2f, "
+             "\"roofline_fraction\": %.3f, \"blas_coretype\": \"%s\", "
+             "\"cpu_model\": \"%s\", \"cpu_isas\": \"%s\", \"skinny_isa\": \"%s\", "
+             "\"phase_ms\": {\"f_copy\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
+             "\"restore\": %.1f, \"bwd_out\": %.1f, \"bwd_input\": %.1f, \"bwd_weights\": %.1f}, "
+             "\"phase_cpu_ms\": {\"f_copy\": %.1f, \"pre\": %.1f, \"post\": %.1f, "
+             "\"restore\": %.1f, \"bwd_out\": %.1f, \"bwd_input\": %.1f, \"bwd_weights\": %.1f, "
+             "\"kernels_total\": %.1f}}\n"
+           : "tokens %zu C %d N %d k %d m %d threads %d\nfused fwd %.2f ms, fwd+bwd "
+             "%.2f ms, reference fwd+bwd %.1f ms\nbytes %.0f flops %.0f memcpy %.2f "
+             "GB/s sgemm %.1f GFLOP/s bound %.2f ms roofline fraction %.3f\n"
+             "blas coretype %s\ncpu %s, skinny GEMM paths %s, ran %s\nphases (ms, both sublayers, "
+             "best fwd+bwd run): F "
+             "copy %.1f pre %.1f post %.1f restore %.1f bwd_out %.1f bwd_input %.1f "
+             "bwd_weights %.1f\ncpu time (ms, best run): F copy %.1f pre %.1f post %.1f "
+             "restore %.1f bwd_out %.1f bwd_input %.1f bwd_weights %.1f kernels total %.1f\n",
+      Tokens(), g_C, kN, kK, kM, omp_get_max_threads(), fwd * 1e3, fwdbwd * 1e3, ref_fwdbwd * 1e3,
+      bytes, flops, gbps, gflops, bound * 1e3, bound / fwdbwd,
+      getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default", CpuModelName().c_str(),
+      cpu::CpuSkinnyIsas().c_str(), cpu::ActiveSkinnyIsaName(), best.copy * 1e3, best.pre * 1e3,
+      best.post * 1e3, best.restore * 1e3, best.bwd_out * 1e3, best.bwd_in * 1e3, best.bwd_w * 1e3,
+      best_cpu.copy * 1e3, best_cpu.pre * 1e3, best_cpu.post * 1e3, best_cpu.restore * 1e3,
+      best_cpu.bwd_out * 1e3, best_cpu.bwd_in * 1e3, best_cpu.bwd_w * 1e3,
+      best_cpu.Residual() * 1e3);
   return 0;
 }
 
@@ -390,8 +397,8 @@ int main(int argc, char** argv) {
   }
   if (!residual.empty()) {
     return xhc::kernels::RunVariantBench(
-        residual, json, {xhc::kernels::g_B, xhc::kernels::g_T, xhc::kernels::g_C,
-                         xhc::kernels::g_rounds});
+        residual, json,
+        {xhc::kernels::g_B, xhc::kernels::g_T, xhc::kernels::g_C, xhc::kernels::g_rounds});
   }
   return xhc::kernels::Main(json, run_reference);
 }

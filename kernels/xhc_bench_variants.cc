@@ -41,7 +41,7 @@ struct VariantSpec {
   ResidualType type;
   int N, k, m;
   std::vector<int> kernels;
-  int window;     // sublayers in the timed group (a block, or a flash window)
+  int window;      // sublayers in the timed group (a block, or a flash window)
   double paper_C;  // Table 4, per token per sublayer; < 0: not reported
 };
 
@@ -228,17 +228,19 @@ int RunVariantBench(const std::string& which, bool json, const VariantBenchShape
         v->paper_C < 0 ? std::string("null") : absl::StrFormat("%.1f", v->paper_C), fwd_ms,
         fwdbwd_ms, gbps));
     if (!json) {
-      std::printf("%-11s N=%-2d fwd %5.1fC per token per sublayer (paper %s) fwd %.2f ms, "
-                  "fwd+bwd %.2f ms per sublayer\n", v->name, v->N, per_sub_C,
-                  v->paper_C < 0 ? "-" : absl::StrFormat("%.1fC", v->paper_C).c_str(), fwd_ms,
-                  fwdbwd_ms);
+      std::printf(
+          "%-11s N=%-2d fwd %5.1fC per token per sublayer (paper %s) fwd %.2f ms, "
+          "fwd+bwd %.2f ms per sublayer\n",
+          v->name, v->N, per_sub_C,
+          v->paper_C < 0 ? "-" : absl::StrFormat("%.1fC", v->paper_C).c_str(), fwd_ms, fwdbwd_ms);
     }
   }
   if (json) {
-    std::printf("{\"tokens\": %d, \"C\": %d, \"rounds\": %d, \"threads\": %d, "
-                "\"variants\": {%s}}\n",
-                shape.B * shape.T, shape.C, shape.rounds, omp_get_max_threads(),
-                absl::StrJoin(rows, ", ").c_str());
+    std::printf(
+        "{\"tokens\": %d, \"C\": %d, \"rounds\": %d, \"threads\": %d, "
+        "\"variants\": {%s}}\n",
+        shape.B * shape.T, shape.C, shape.rounds, omp_get_max_threads(),
+        absl::StrJoin(rows, ", ").c_str());
   }
   return 0;
 }

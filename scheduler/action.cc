@@ -84,10 +84,8 @@ bool Action::IsCompute() const {
     case ActionType::kBackward:
     case ActionType::kBackwardInput:
     case ActionType::kBackwardWeight:
-    case ActionType::kOverlapFB:
-      return true;
-    default:
-      return false;
+    case ActionType::kOverlapFB: return true;
+    default: return false;
   }
 }
 
@@ -97,12 +95,9 @@ Action Action::BackwardHalf() const { return B(bwd_stage_idx, bwd_microbatch_idx
 int Action::WeightGradStage() const {
   switch (type) {
     case ActionType::kBackward:
-    case ActionType::kBackwardWeight:
-      return stage_idx;
-    case ActionType::kOverlapFB:
-      return bwd_stage_idx;
-    default:
-      return -1;
+    case ActionType::kBackwardWeight: return stage_idx;
+    case ActionType::kOverlapFB: return bwd_stage_idx;
+    default: return -1;
   }
 }
 

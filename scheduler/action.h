@@ -19,9 +19,9 @@
 // peer_rank names the other end of a SEND/RECV/REDUCE_GRAD and is -1 for compute actions.
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace xhc::scheduler {
 

@@ -36,7 +36,8 @@ TEST(Action, ParseInvertsToString) {
 }
 
 TEST(Action, BadTokensAreRejectedWithTheToken) {
-  for (const char* bad : {"F3", "0X3", "0F", "(0F1;1I0)OVERLAP_F_B", "(0F1)OVERLAP_F_B", "(0F1;1B0"}) {
+  for (const char* bad :
+       {"F3", "0X3", "0F", "(0F1;1I0)OVERLAP_F_B", "(0F1)OVERLAP_F_B", "(0F1;1B0"}) {
     absl::StatusOr<Action> parsed = ParseAction(bad);
     EXPECT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;

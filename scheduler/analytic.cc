@@ -18,8 +18,7 @@ std::optional<double> AnalyticBubble(const Schedule& s, const SimCosts& c) {
     return (R - 1) * (c.f + c.i - c.w);
   }
   // ZB-V is zero bubble only with F = I = W; what remains is the start-up skew.
-  if (s.type == "zbv" && s.num_microbatches >= 2 * s.num_ranks - 1 && c.f == c.i &&
-      c.i == c.w) {
+  if (s.type == "zbv" && s.num_microbatches >= 2 * s.num_ranks - 1 && c.f == c.i && c.i == c.w) {
     return (R - 1) * c.f;
   }
   return std::nullopt;

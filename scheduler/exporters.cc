@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <map>
-#include <tuple>
-
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -65,17 +64,21 @@ std::string ChromeTraceJson(const Schedule& s, const SimResult& result) {
       const int tid = recv ? 2 : (t.on_comm_stream ? 1 : 0);
       const double ts = (recv ? t.end : t.start) * kUsPerUnit;
       const double dur = recv ? 0.0 : (t.end - t.start) * kUsPerUnit;
-      nlohmann::json ev = {{"ph", "X"},        {"pid", r},   {"tid", tid},
-                           {"name", ToString(t.action)}, {"cat", Category(t.action)},
-                           {"ts", ts},         {"dur", dur}};
+      nlohmann::json ev = {{"ph", "X"},
+                           {"pid", r},
+                           {"tid", tid},
+                           {"name", ToString(t.action)},
+                           {"cat", Category(t.action)},
+                           {"ts", ts},
+                           {"dur", dur}};
       if (t.action.peer_rank >= 0) ev["args"] = {{"peer_rank", t.action.peer_rank}};
       if (recv) ev["args"]["posted_at_us"] = t.start * kUsPerUnit;
       events.push_back(ev);
       if (!send && !recv) continue;
       auto [it, fresh] = flow_ids.emplace(FlowOf(t.action), static_cast<int>(flow_ids.size()));
       // The arrow leaves as the send starts and lands when the receive completes.
-      nlohmann::json flow = {{"ph", send ? "s" : "f"}, {"pid", r},     {"tid", tid},
-                             {"id", it->second},       {"name", "p2p"}, {"cat", "p2p"},
+      nlohmann::json flow = {{"ph", send ? "s" : "f"},    {"pid", r},      {"tid", tid},
+                             {"id", it->second},          {"name", "p2p"}, {"cat", "p2p"},
                              {"ts", send ? ts : ts + dur}};
       if (recv) flow["bp"] = "e";
       events.push_back(flow);
@@ -83,10 +86,11 @@ std::string ChromeTraceJson(const Schedule& s, const SimResult& result) {
   }
   nlohmann::json doc = {{"traceEvents", events},
                         {"displayTimeUnit", "ms"},
-                        {"otherData", {{"schedule", s.type},
-                                       {"ranks", s.num_ranks},
-                                       {"microbatches", s.num_microbatches},
-                                       {"makespan_ms", result.makespan}}}};
+                        {"otherData",
+                         {{"schedule", s.type},
+                          {"ranks", s.num_ranks},
+                          {"microbatches", s.num_microbatches},
+                          {"makespan_ms", result.makespan}}}};
   return doc.dump();
 }
 
@@ -124,8 +128,9 @@ std::string SvgTimeline(const Schedule& s, const SimResult& result) {
       width, height);
   for (int r = 0; r < static_cast<int>(result.timeline.size()); ++r) {
     const double y = kTop + r * kRow;
-    absl::StrAppend(&svg, absl::StrFormat("<text x=\"4\" y=\"%.2f\" font-size=\"11\">rank %d</text>\n",
-                                          y + kRow / 2, r));
+    absl::StrAppend(&svg,
+                    absl::StrFormat("<text x=\"4\" y=\"%.2f\" font-size=\"11\">rank %d</text>\n",
+                                    y + kRow / 2, r));
     for (const TimedAction& t : result.timeline[r]) {
       if (t.on_comm_stream) continue;
       const Action& a = t.action;
@@ -137,11 +142,12 @@ std::string SvgTimeline(const Schedule& s, const SimResult& result) {
       }
       // Overlapped pair: the forward on top, the backward below, one thick outline.
       const Action f = a.ForwardHalf(), b = a.BackwardHalf();
-      absl::StrAppend(&svg, Box(x, y, w, h / 2, Fill(f, DirectionOf(s, f.stage_idx, f.microbatch_idx)),
-                                absl::StrCat(f.microbatch_idx)));
-      absl::StrAppend(&svg, Box(x, y + h / 2, w, h / 2,
-                                Fill(b, DirectionOf(s, b.stage_idx, b.microbatch_idx)),
-                                absl::StrCat(b.microbatch_idx)));
+      absl::StrAppend(&svg,
+                      Box(x, y, w, h / 2, Fill(f, DirectionOf(s, f.stage_idx, f.microbatch_idx)),
+                          absl::StrCat(f.microbatch_idx)));
+      absl::StrAppend(
+          &svg, Box(x, y + h / 2, w, h / 2, Fill(b, DirectionOf(s, b.stage_idx, b.microbatch_idx)),
+                    absl::StrCat(b.microbatch_idx)));
       absl::StrAppend(&svg, absl::StrFormat("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
                                             "height=\"%.2f\" fill=\"none\" stroke=\"#000\" "
                                             "stroke-width=\"1.5\"/>\n",

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "scheduler/schedule.h"

@@ -21,8 +21,12 @@ int MicrobatchesPerRound(int num_ranks, int num_microbatches) {
 class LoopedEmitter {
  public:
   LoopedEmitter(int rank, int num_ranks, int num_chunks, int per_round)
-      : rank_(rank), num_ranks_(num_ranks), num_chunks_(num_chunks), per_round_(per_round),
-        next_mb_f_(num_chunks, 0), next_mb_i_(num_chunks, 0) {}
+      : rank_(rank),
+        num_ranks_(num_ranks),
+        num_chunks_(num_chunks),
+        per_round_(per_round),
+        next_mb_f_(num_chunks, 0),
+        next_mb_i_(num_chunks, 0) {}
 
   void F() {
     const int chunk = (num_f_++ / per_round_) % num_chunks_;

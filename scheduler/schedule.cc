@@ -1,7 +1,7 @@
 #include "scheduler/schedule.h"
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <utility>
@@ -28,7 +28,8 @@ bool IsVShaped(const std::string& type) { return type == "dualpipev" || type == 
 absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
   const int R = req.num_ranks, M = req.num_microbatches, V = req.num_chunks;
   if (R < 1 || R > kMaxRanks) {
-    return absl::InvalidArgumentError(absl::StrCat("ranks must be in [1, ", kMaxRanks, "], got ", R));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ranks must be in [1, ", kMaxRanks, "], got ", R));
   }
   if (M < 1 || M > kMaxMicrobatches) {
     return absl::InvalidArgumentError(
@@ -37,13 +38,12 @@ absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
   if (V < 1) return absl::InvalidArgumentError(absl::StrCat("chunks must be >= 1, got ", V));
   if (!IsLooped(type) && V != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "only interleaved1f1b, interleaved_zb and looped_bfs take chunks > 1; ", type, " got ",
-        V));
+        "only interleaved1f1b, interleaved_zb and looped_bfs take chunks > 1; ", type, " got ", V));
   }
   if (type == "interleaved1f1b" && M % R != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "interleaved1f1b needs micro-batches divisible by ranks (Megatron rounds of R); got ",
-        M, " micro-batches for ", R, " ranks"));
+        "interleaved1f1b needs micro-batches divisible by ranks (Megatron rounds of R); got ", M,
+        " micro-batches for ", R, " ranks"));
   }
   if (type == "dualpipe") {
     if (R % 2 != 0) {
@@ -62,10 +62,10 @@ absl::Status CheckRequest(const std::string& type, const ScheduleRequest& req) {
   // PyTorch's flexible rounds: max(1, M / R) rounds of equal size.
   const int num_rounds = std::max(1, M / R);
   if (type == "interleaved_zb" && M % num_rounds != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "interleaved_zb needs micro-batches divisible by the number of rounds max(1, "
-        "micro-batches / ranks) = ", num_rounds, "; got ", M, " micro-batches for ", R,
-        " ranks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("interleaved_zb needs micro-batches divisible by the number of rounds max(1, "
+                     "micro-batches / ranks) = ",
+                     num_rounds, "; got ", M, " micro-batches for ", R, " ranks"));
   }
   return absl::OkStatus();
 }
@@ -107,16 +107,13 @@ struct Piece {
 
 std::vector<Piece> PiecesOf(const Action& a) {
   switch (a.type) {
-    case ActionType::kForward:
-      return {{true, a.stage_idx, a.microbatch_idx}};
+    case ActionType::kForward: return {{true, a.stage_idx, a.microbatch_idx}};
     case ActionType::kBackward:
-    case ActionType::kBackwardInput:
-      return {{false, a.stage_idx, a.microbatch_idx}};
+    case ActionType::kBackwardInput: return {{false, a.stage_idx, a.microbatch_idx}};
     case ActionType::kOverlapFB:
       return {{true, a.stage_idx, a.microbatch_idx},
               {false, a.bwd_stage_idx, a.bwd_microbatch_idx}};
-    default:
-      return {};
+    default: return {};
   }
 }
 
@@ -128,8 +125,8 @@ std::vector<Action> RecvsFor(const Schedule& s, int rank, const Action& a) {
     if (src_stage < 0 || src_stage >= s.num_stages) continue;
     const int src = s.RankOf(src_stage, p.mb);
     if (src == rank) continue;
-    out.push_back(Action::Comm(p.forward ? ActionType::kRecvF : ActionType::kRecvB, p.stage_idx,
-                               p.mb, src));
+    out.push_back(
+        Action::Comm(p.forward ? ActionType::kRecvF : ActionType::kRecvB, p.stage_idx, p.mb, src));
   }
   return out;
 }
@@ -140,8 +137,8 @@ std::vector<Action> SendsFor(const Schedule& s, int rank, const Action& a) {
     const ActionType t = p.forward ? ActionType::kForward : ActionType::kBackward;
     const int dst = ConsumerRank(s, t, p.stage_idx, p.mb);
     if (dst < 0 || dst == rank) continue;
-    out.push_back(Action::Comm(p.forward ? ActionType::kSendF : ActionType::kSendB, p.stage_idx,
-                               p.mb, dst));
+    out.push_back(
+        Action::Comm(p.forward ? ActionType::kSendF : ActionType::kSendB, p.stage_idx, p.mb, dst));
   }
   return out;
 }
@@ -290,8 +287,12 @@ absl::Status FillPeers(const Schedule& s, std::vector<std::vector<Action>>& list
       }
       const int s_idx = a.stage_idx, j = a.microbatch_idx;
       switch (a.type) {
-        case ActionType::kSendF: a.peer_rank = ConsumerRank(s, ActionType::kForward, s_idx, j); break;
-        case ActionType::kSendB: a.peer_rank = ConsumerRank(s, ActionType::kBackward, s_idx, j); break;
+        case ActionType::kSendF:
+          a.peer_rank = ConsumerRank(s, ActionType::kForward, s_idx, j);
+          break;
+        case ActionType::kSendB:
+          a.peer_rank = ConsumerRank(s, ActionType::kBackward, s_idx, j);
+          break;
         case ActionType::kRecvF: a.peer_rank = s_idx > 0 ? s.RankOf(s_idx - 1, j) : -1; break;
         case ActionType::kRecvB:
           a.peer_rank = s_idx + 1 < s.num_stages ? s.RankOf(s_idx + 1, j) : -1;
@@ -317,8 +318,8 @@ absl::StatusOr<Schedule> ScheduleFromActions(const std::vector<std::vector<Actio
   for (const auto& list : lists) {
     for (const Action& a : list) {
       num_stages = std::max({num_stages, int64_t{a.stage_idx} + 1, int64_t{a.bwd_stage_idx} + 1});
-      num_microbatches = std::max({num_microbatches, int64_t{a.microbatch_idx} + 1,
-                                   int64_t{a.bwd_microbatch_idx} + 1});
+      num_microbatches = std::max(
+          {num_microbatches, int64_t{a.microbatch_idx} + 1, int64_t{a.bwd_microbatch_idx} + 1});
       num_forwards += a.type == ActionType::kForward || a.type == ActionType::kOverlapFB;
     }
   }
@@ -329,10 +330,10 @@ absl::StatusOr<Schedule> ScheduleFromActions(const std::vector<std::vector<Actio
   // be no larger than the forwards listed: a CSV naming stage 50022502 is refused here
   // instead of allocating 50022502 rows (found by torch_csv_fuzzer).
   if (num_stages * num_microbatches > num_forwards) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "actions name stages up to ", num_stages - 1, " and micro-batches up to ",
-        num_microbatches - 1, ": that needs ", num_stages * num_microbatches,
-        " forwards, but only ", num_forwards, " are listed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("actions name stages up to ", num_stages - 1, " and micro-batches up to ",
+                     num_microbatches - 1, ": that needs ", num_stages * num_microbatches,
+                     " forwards, but only ", num_forwards, " are listed"));
   }
   s.num_stages = static_cast<int>(num_stages);
   s.num_microbatches = static_cast<int>(num_microbatches);
@@ -342,8 +343,9 @@ absl::StatusOr<Schedule> ScheduleFromActions(const std::vector<std::vector<Actio
       if (a.type != ActionType::kForward && a.type != ActionType::kOverlapFB) continue;
       int& owner = s.stage_mb_rank[a.stage_idx][a.microbatch_idx];
       if (owner >= 0 && owner != r) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            ToString(Action::F(a.stage_idx, a.microbatch_idx)), " runs on ranks ", owner, " and ", r));
+        return absl::InvalidArgumentError(
+            absl::StrCat(ToString(Action::F(a.stage_idx, a.microbatch_idx)), " runs on ranks ",
+                         owner, " and ", r));
       }
       owner = r;
     }

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -105,10 +104,10 @@ absl::Status ApplyFlag(const std::string& flag, const std::string& value, Option
 }
 
 absl::StatusOr<Options> ParseArgs(const std::vector<std::string>& args) {
-  static const char* kValued[] = {"--type",          "--ranks",          "--microbatches",
-                                  "--chunks",        "--costs",          "--payload-bytes",
-                                  "--bandwidth-gbps", "--latency-us",     "--format",
-                                  "--out",           "--validate-csv",   "--activation-bytes"};
+  static const char* kValued[] = {
+      "--type",   "--ranks",         "--microbatches",   "--chunks",
+      "--costs",  "--payload-bytes", "--bandwidth-gbps", "--latency-us",
+      "--format", "--out",           "--validate-csv",   "--activation-bytes"};
   Options o;
   for (size_t k = 0; k < args.size(); ++k) {
     std::string flag = args[k], value;
@@ -167,8 +166,8 @@ std::string PeakBytesLine(const std::vector<int>& peaks, const SimCosts& costs) 
     bytes.push_back(absl::StrCat(static_cast<int64_t>(p * costs.activation_bytes)));
     counts.push_back(absl::StrCat(p));
   }
-  return absl::StrCat("peak activation memory per rank: ", absl::StrJoin(bytes, " "),
-                      " bytes (", absl::StrJoin(counts, ", "), " x ",
+  return absl::StrCat("peak activation memory per rank: ", absl::StrJoin(bytes, " "), " bytes (",
+                      absl::StrJoin(counts, ", "), " x ",
                       static_cast<int64_t>(costs.activation_bytes),
                       " bytes of state kept per stage and micro-batch)\n");
 }
@@ -218,12 +217,11 @@ absl::StatusOr<std::string> ValidateTorchCsvText(const std::string& text, const 
     for (const Action& a : list) lowered = lowered || a.IsComm();
   }
   ASSIGN_OR_RETURN(SimResult sim, Simulate(s, lowered ? lists : s.Lower(), costs));
-  return absl::StrCat("valid: ", s.num_ranks, " ranks, ", s.num_stages, " stages, ",
-                      s.num_microbatches, " micro-batches\npeak activations per rank: ",
-                      Join(report.peak_activations), "\nmakespan: ", sim.makespan,
-                      "\nbubble per rank: ", Join(sim.bubble), "\n",
-                      costs.activation_bytes > 0 ? PeakBytesLine(report.peak_activations, costs)
-                                                 : "");
+  return absl::StrCat(
+      "valid: ", s.num_ranks, " ranks, ", s.num_stages, " stages, ", s.num_microbatches,
+      " micro-batches\npeak activations per rank: ", Join(report.peak_activations),
+      "\nmakespan: ", sim.makespan, "\nbubble per rank: ", Join(sim.bubble), "\n",
+      costs.activation_bytes > 0 ? PeakBytesLine(report.peak_activations, costs) : "");
 }
 
 int RunScheduleCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -237,8 +235,8 @@ int RunScheduleCommand(const std::vector<std::string>& args, std::ostream& out, 
   if (!text.ok()) {
     err << "xhc schedule: " << text.status().message() << "\n";
     // A bad request is a command-line error; an invalid foreign schedule is not.
-    const bool bad_request = options->validate_csv.empty() &&
-                             text.status().code() == absl::StatusCode::kInvalidArgument;
+    const bool bad_request =
+        options->validate_csv.empty() && text.status().code() == absl::StatusCode::kInvalidArgument;
     if (bad_request) err << kUsage;
     return bad_request ? 2 : 1;
   }

@@ -2,11 +2,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
 
@@ -26,8 +25,8 @@ CliRun RunCli(const std::vector<std::string>& args) {
 }
 
 TEST(ScheduleCli, JsonStatisticsMatchTheFormula) {
-  CliRun run = RunCli({"--type", "dualpipev", "--ranks", "4", "--microbatches", "10",
-                       "--format", "json"});
+  CliRun run =
+      RunCli({"--type", "dualpipev", "--ranks", "4", "--microbatches", "10", "--format", "json"});
   ASSERT_EQ(run.code, 0) << run.err;
   nlohmann::json stats = nlohmann::json::parse(run.out);
   EXPECT_EQ(stats["stages"], 8);
@@ -38,8 +37,8 @@ TEST(ScheduleCli, JsonStatisticsMatchTheFormula) {
 }
 
 TEST(ScheduleCli, CostsAndCommFlags) {
-  CliRun run = RunCli({"--type=1f1b", "--ranks=4", "--microbatches=8", "--costs", "f=2,b=4",
-                       "--format=json"});
+  CliRun run = RunCli(
+      {"--type=1f1b", "--ranks=4", "--microbatches=8", "--costs", "f=2,b=4", "--format=json"});
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(run.out)["analytic_bubble"].get<double>(), 18.0);
   run = RunCli({"--type", "1f1b", "--ranks", "2", "--microbatches", "4", "--payload-bytes",
@@ -53,16 +52,16 @@ TEST(ScheduleCli, TextChromeSvgAndCsvFormats) {
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("rank 0: 0F0"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("analytic bubble: 1"), std::string::npos) << text.out;
-  CliRun chrome = RunCli({"--type", "gpipe", "--ranks", "2", "--microbatches", "2",
-                          "--format", "chrome"});
+  CliRun chrome =
+      RunCli({"--type", "gpipe", "--ranks", "2", "--microbatches", "2", "--format", "chrome"});
   ASSERT_EQ(chrome.code, 0);
   EXPECT_TRUE(nlohmann::json::parse(chrome.out).contains("traceEvents"));
-  CliRun svg = RunCli({"--type", "dualpipe", "--ranks", "2", "--microbatches", "4",
-                       "--format", "svg"});
+  CliRun svg =
+      RunCli({"--type", "dualpipe", "--ranks", "2", "--microbatches", "4", "--format", "svg"});
   ASSERT_EQ(svg.code, 0);
   EXPECT_EQ(svg.out.rfind("<svg", 0), 0u);
-  CliRun csv = RunCli({"--type", "1f1b", "--ranks", "2", "--microbatches", "2",
-                       "--format", "torch-csv"});
+  CliRun csv =
+      RunCli({"--type", "1f1b", "--ranks", "2", "--microbatches", "2", "--format", "torch-csv"});
   ASSERT_EQ(csv.code, 0);
   EXPECT_EQ(csv.out, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
 }
@@ -93,8 +92,8 @@ TEST(ScheduleCli, PeakActivationMemoryInBytes) {
   ASSERT_EQ(json.code, 0) << json.err;
   nlohmann::json stats = nlohmann::json::parse(json.out);
   EXPECT_EQ(stats["peak_activation_bytes"], nlohmann::json({4000.0, 3000.0, 2000.0, 1000.0}));
-  CliRun text = RunCli({"--type", "zbv", "--ranks", "4", "--microbatches", "8",
-                        "--activation-bytes=512"});
+  CliRun text =
+      RunCli({"--type", "zbv", "--ranks", "4", "--microbatches", "8", "--activation-bytes=512"});
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("peak activation memory per rank: 4096 4096 4096 4096 bytes (8, 8, 8, "
                           "8 x 512 bytes of state kept per stage and micro-batch)"),
@@ -103,8 +102,10 @@ TEST(ScheduleCli, PeakActivationMemoryInBytes) {
   // Not given: no line (the count alone is still reported).
   CliRun plain = RunCli({"--type", "zbv", "--ranks", "4", "--microbatches", "8"});
   EXPECT_EQ(plain.out.find("peak activation memory"), std::string::npos) << plain.out;
-  EXPECT_EQ(RunCli({"--type", "1f1b", "--ranks", "2", "--microbatches", "2",
-                    "--activation-bytes", "-1"}).code, 2);
+  EXPECT_EQ(
+      RunCli({"--type", "1f1b", "--ranks", "2", "--microbatches", "2", "--activation-bytes", "-1"})
+          .code,
+      2);
   // A foreign CSV's memory too.
   const std::string csv = testing::TempDir() + "/bytes.csv";
   std::ofstream(csv) << "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n";
@@ -118,8 +119,8 @@ TEST(ScheduleCli, PeakActivationMemoryInBytes) {
 TEST(ScheduleCli, ValidatesAForeignCsv) {
   const std::string dir = testing::TempDir();
   const std::string good = dir + "/good.csv", bad = dir + "/bad.csv";
-  CliRun written = RunCli({"--type", "dualpipe", "--ranks", "4", "--microbatches", "8",
-                           "--format", "torch-csv", "--lowered", "--out", good});
+  CliRun written = RunCli({"--type", "dualpipe", "--ranks", "4", "--microbatches", "8", "--format",
+                           "torch-csv", "--lowered", "--out", good});
   ASSERT_EQ(written.code, 0) << written.err;
   CliRun ok = RunCli({"--validate-csv", good});
   EXPECT_EQ(ok.code, 0) << ok.err;

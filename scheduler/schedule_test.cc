@@ -14,9 +14,8 @@ namespace {
 std::vector<std::string> Rows(const std::vector<std::vector<Action>>& lists) {
   std::vector<std::string> rows;
   for (const auto& list : lists) {
-    rows.push_back(absl::StrJoin(list, " ", [](std::string* out, const Action& a) {
-      out->append(ToString(a));
-    }));
+    rows.push_back(absl::StrJoin(
+        list, " ", [](std::string* out, const Action& a) { out->append(ToString(a)); }));
   }
   return rows;
 }
@@ -228,8 +227,8 @@ TEST(Lower, InsertsMessagesOnlyAcrossRanks) {
   std::vector<std::string> rows = Rows(v.Lower());
   // Rank 1 holds stages 1 and 2: 1F0 feeds 2F0 locally, so no message between them.
   EXPECT_EQ(rows[1].find("1SEND_F0"), std::string::npos);
-  EXPECT_NE(rows[1].find("1RECV_F0"), std::string::npos);   // from rank 0
-  EXPECT_NE(rows[1].find("2SEND_F0"), std::string::npos);   // to rank 0 (stage 3)
+  EXPECT_NE(rows[1].find("1RECV_F0"), std::string::npos);  // from rank 0
+  EXPECT_NE(rows[1].find("2SEND_F0"), std::string::npos);  // to rank 0 (stage 3)
   EXPECT_NE(rows[0].find("3RECV_F0"), std::string::npos);
   EXPECT_EQ(rows[0].find("REDUCE_GRAD"), std::string::npos);
   // The first receive is posted before the compute action that precedes its consumer.
@@ -272,13 +271,13 @@ TEST(Lower, DualPipeReducesEachStageRightAfterItsLastWeightGradient) {
               << "rank " << r << " stage " << st << ": " << ToString(list[i]);
         }
         EXPECT_EQ(list[at].peer_rank, dual.StageToRanks(st)[0] == r ? dual.StageToRanks(st)[1]
-                                                                      : dual.StageToRanks(st)[0]);
+                                                                    : dual.StageToRanks(st)[0]);
       }
     }
   }
   const std::vector<Action> r0 = Build("dualpipe", 2, 4).Lower()[0];
-  const auto reduce1 = std::find(r0.begin(), r0.end(),
-                                 Action::Comm(ActionType::kReduceGrad, 1, -1, 1));
+  const auto reduce1 =
+      std::find(r0.begin(), r0.end(), Action::Comm(ActionType::kReduceGrad, 1, -1, 1));
   ASSERT_NE(reduce1, r0.end());
   EXPECT_TRUE(std::any_of(reduce1, r0.end(), [](const Action& a) { return !a.IsComm(); }))
       << "stage 1's exchange is posted after rank 0's last compute action";

@@ -119,7 +119,8 @@ bool Simulator::StepCompute(int r, const Action& a) {
   if (a.type == ActionType::kBackward || a.type == ActionType::kBackwardInput) {
     done_[{true, a.stage_idx, a.microbatch_idx}] = b_out;
   }
-  if (a.type == ActionType::kOverlapFB) done_[{true, a.bwd_stage_idx, a.bwd_microbatch_idx}] = b_out;
+  if (a.type == ActionType::kOverlapFB)
+    done_[{true, a.bwd_stage_idx, a.bwd_microbatch_idx}] = b_out;
   return true;
 }
 
@@ -146,14 +147,9 @@ bool Simulator::Step(int r) {
       result_.timeline[r].push_back({a, st.clock, -1.0, true});
       break;
     case ActionType::kSendF:
-    case ActionType::kSendB:
-      ok = StepSend(r, a);
-      break;
-    case ActionType::kReduceGrad:
-      reduce_post_[{a.stage_idx, r}] = st.clock;
-      break;
-    default:
-      ok = StepCompute(r, a);
+    case ActionType::kSendB: ok = StepSend(r, a); break;
+    case ActionType::kReduceGrad: reduce_post_[{a.stage_idx, r}] = st.clock; break;
+    default: ok = StepCompute(r, a);
   }
   if (ok) ++st.pc;
   return ok;
@@ -199,7 +195,8 @@ absl::StatusOr<SimResult> Simulator::Run() {
         "produced or sent\n",
         RenderGrid(lists_, stuck)));
   }
-  for (int r = 0; r < num_ranks; ++r) result_.makespan = std::max(result_.makespan, ranks_[r].clock);
+  for (int r = 0; r < num_ranks; ++r)
+    result_.makespan = std::max(result_.makespan, ranks_[r].clock);
   FinishReduces();
   for (int r = 0; r < num_ranks; ++r) {
     result_.bubble.push_back(result_.makespan - result_.busy[r]);
@@ -235,7 +232,10 @@ std::vector<int> PeakActivations(const std::vector<std::vector<Action>>& lists) 
         case ActionType::kForward: peak = std::max(peak, ++live); break;
         case ActionType::kBackward:
         case ActionType::kBackwardWeight: --live; break;
-        case ActionType::kOverlapFB: peak = std::max(peak, ++live); --live; break;
+        case ActionType::kOverlapFB:
+          peak = std::max(peak, ++live);
+          --live;
+          break;
         default: break;
       }
     }
@@ -248,8 +248,8 @@ absl::StatusOr<SimResult> Simulate(const Schedule& layout,
                                    const std::vector<std::vector<Action>>& lowered,
                                    const SimCosts& costs) {
   if (static_cast<int>(lowered.size()) != layout.num_ranks) {
-    return absl::InvalidArgumentError(absl::StrCat("simulate: ", lowered.size(),
-                                                   " rank lists for ", layout.num_ranks, " ranks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("simulate: ", lowered.size(), " rank lists for ", layout.num_ranks, " ranks"));
   }
   return Simulator(layout, lowered, costs).Run();
 }

@@ -25,11 +25,11 @@
 namespace xhc::scheduler {
 
 struct SimCosts {
-  double f = 1.0;   // forward of one stage
-  double b = 2.0;   // full backward
-  double i = 1.0;   // backward for inputs only
-  double w = 1.0;   // deferred weight gradient
-  double fb = -1.0;  // overlapped F&B; < 0 means f + b - fb_overlap * min(f, b)
+  double f = 1.0;           // forward of one stage
+  double b = 2.0;           // full backward
+  double i = 1.0;           // backward for inputs only
+  double w = 1.0;           // deferred weight gradient
+  double fb = -1.0;         // overlapped F&B; < 0 means f + b - fb_overlap * min(f, b)
   double fb_overlap = 0.0;  // in [0, 1]: how much of the shorter half hides
   // Point-to-point transfer of one stage boundary: latency + payload / bandwidth.
   double latency_us = 0.0;
@@ -70,12 +70,12 @@ struct TimedAction {
 
 struct SimResult {
   double makespan = 0.0;
-  std::vector<double> busy;             // per rank: compute time
-  std::vector<double> bubble;           // per rank: makespan - busy
-  std::vector<double> bubble_fraction;  // per rank: bubble / makespan
-  std::vector<double> exposed_comm;     // per rank: compute waits caused by transfers
-  std::vector<int> peak_activations;    // per rank
-  std::vector<double> peak_activation_bytes;  // per rank: peak_activations x activation_bytes
+  std::vector<double> busy;                        // per rank: compute time
+  std::vector<double> bubble;                      // per rank: makespan - busy
+  std::vector<double> bubble_fraction;             // per rank: bubble / makespan
+  std::vector<double> exposed_comm;                // per rank: compute waits caused by transfers
+  std::vector<int> peak_activations;               // per rank
+  std::vector<double> peak_activation_bytes;       // per rank: peak_activations x activation_bytes
   std::vector<std::vector<TimedAction>> timeline;  // per rank, compute and comm
 };
 

@@ -65,8 +65,7 @@ TEST(TorchCsv, RankWithoutActionsIsNamed) {
     absl::StatusOr<std::vector<std::vector<Action>>> lists = ReadTorchCsv(text);
     ASSERT_FALSE(lists.ok()) << text;
     EXPECT_TRUE(absl::IsInvalidArgument(lists.status()));
-    EXPECT_NE(lists.status().message().find("has no actions"), std::string::npos)
-        << lists.status();
+    EXPECT_NE(lists.status().message().find("has no actions"), std::string::npos) << lists.status();
   }
   EXPECT_NE(ReadTorchCsv("0F0\n\n1F0\n").status().message().find("row 1 (rank 1)"),
             std::string::npos);
@@ -76,8 +75,8 @@ TEST(TorchCsv, RankWithoutActionsIsNamed) {
 // ScheduleFromActions allocate a 50022502-row ownership table (1.2 GB), and INT_MAX as an
 // index overflowed its + 1. Indices are now bounded by the forwards actually listed.
 TEST(TorchCsv, IndicesBeyondTheListedForwardsAreRefusedBeforeAllocating) {
-  for (const char* text : {"50022502F0\n", "0F2147483647\n", "2147483647F2147483647\n",
-                           "0F0,1F5\n"}) {
+  for (const char* text :
+       {"50022502F0\n", "0F2147483647\n", "2147483647F2147483647\n", "0F0,1F5\n"}) {
     absl::StatusOr<std::vector<std::vector<Action>>> lists = ReadTorchCsv(text);
     ASSERT_TRUE(lists.ok()) << text << lists.status();
     absl::StatusOr<Schedule> s = ScheduleFromActions(*lists);

@@ -6,17 +6,17 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "scheduler/grid.h"
 #include "scheduler/simulator.h"
-#include "base/status_macros.h"
 
 namespace xhc::scheduler {
 namespace {
 
 absl::Status Fail(const std::vector<std::vector<Action>>& lists, int r, int k,
                   const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("rank ", r, " step ", k, ": ", what, "\n",
-                                                 RenderGrid(lists, {{r, k}})));
+  return absl::InvalidArgumentError(
+      absl::StrCat("rank ", r, " step ", k, ": ", what, "\n", RenderGrid(lists, {{r, k}})));
 }
 
 bool InRange(const Schedule& s, int stage_idx, int mb) {
@@ -24,8 +24,8 @@ bool InRange(const Schedule& s, int stage_idx, int mb) {
 }
 
 // Ownership and ranges of one compute action.
-absl::Status CheckCompute(const Schedule& s, const std::vector<std::vector<Action>>& lists,
-                          int r, int k) {
+absl::Status CheckCompute(const Schedule& s, const std::vector<std::vector<Action>>& lists, int r,
+                          int k) {
   const Action& a = lists[r][k];
   std::vector<std::pair<int, int>> pieces = {{a.stage_idx, a.microbatch_idx}};
   if (a.type == ActionType::kOverlapFB) pieces.push_back({a.bwd_stage_idx, a.bwd_microbatch_idx});
@@ -87,29 +87,35 @@ absl::Status CheckComm(const Schedule& s, const std::vector<std::vector<Action>>
       const bool bwd = a.type == ActionType::kSendB || a.type == ActionType::kRecvB;
       if (a.type == ActionType::kSendF || a.type == ActionType::kSendB) {
         const CommKey key{bwd, a.stage_idx + (bwd ? -1 : 1), a.microbatch_idx, r, a.peer_rank};
-        if (!sends.emplace(key, std::make_pair(r, k)).second) return Fail(lists, r, k, "duplicate send");
+        if (!sends.emplace(key, std::make_pair(r, k)).second)
+          return Fail(lists, r, k, "duplicate send");
       } else if (a.type == ActionType::kRecvF || a.type == ActionType::kRecvB) {
         const CommKey key{bwd, a.stage_idx, a.microbatch_idx, a.peer_rank, r};
-        if (!recvs.emplace(key, std::make_pair(r, k)).second) return Fail(lists, r, k, "duplicate receive");
+        if (!recvs.emplace(key, std::make_pair(r, k)).second)
+          return Fail(lists, r, k, "duplicate receive");
         posted.insert({bwd, a.stage_idx, a.microbatch_idx});
       } else if (a.IsCompute() && a.type != ActionType::kBackwardWeight) {
         std::vector<std::tuple<bool, int, int>> needs;
         const bool is_b = a.type != ActionType::kForward;
-        if (a.type == ActionType::kOverlapFB) needs.push_back({true, a.bwd_stage_idx, a.bwd_microbatch_idx});
+        if (a.type == ActionType::kOverlapFB)
+          needs.push_back({true, a.bwd_stage_idx, a.bwd_microbatch_idx});
         needs.push_back({is_b && a.type != ActionType::kOverlapFB, a.stage_idx, a.microbatch_idx});
         for (const auto& [nb, st, j] : needs) {
           const int src = nb ? st + 1 : st - 1;
           if (src < 0 || src >= s.num_stages || s.RankOf(src, j) == r) continue;
-          if (!posted.count({nb, st, j})) return Fail(lists, r, k, "input is never received before use");
+          if (!posted.count({nb, st, j}))
+            return Fail(lists, r, k, "input is never received before use");
         }
       }
     }
   }
   for (const auto& [key, where] : sends) {
-    if (!recvs.count(key)) return Fail(lists, where.first, where.second, "send has no matching receive");
+    if (!recvs.count(key))
+      return Fail(lists, where.first, where.second, "send has no matching receive");
   }
   for (const auto& [key, where] : recvs) {
-    if (!sends.count(key)) return Fail(lists, where.first, where.second, "receive has no matching send");
+    if (!sends.count(key))
+      return Fail(lists, where.first, where.second, "receive has no matching send");
   }
   return absl::OkStatus();
 }

@@ -21,11 +21,21 @@ std::vector<int> MicrobatchCounts(int ranks) {
 }
 
 TEST(ValidatorSweep, EveryTypeRanksAndMicrobatchesValidatesAndSimulates) {
-  const Sweep sweeps[] = {{"gpipe", 1},           {"1f1b", 1},           {"zb1p", 1},
-                          {"interleaved1f1b", 1}, {"interleaved1f1b", 2}, {"interleaved1f1b", 3},
-                          {"dualpipe", 1},        {"dualpipev", 1},       {"zbv", 1},
-                          {"interleaved_zb", 1},  {"interleaved_zb", 2},  {"interleaved_zb", 3},
-                          {"looped_bfs", 1},      {"looped_bfs", 2},      {"looped_bfs", 3}};
+  const Sweep sweeps[] = {{"gpipe", 1},
+                          {"1f1b", 1},
+                          {"zb1p", 1},
+                          {"interleaved1f1b", 1},
+                          {"interleaved1f1b", 2},
+                          {"interleaved1f1b", 3},
+                          {"dualpipe", 1},
+                          {"dualpipev", 1},
+                          {"zbv", 1},
+                          {"interleaved_zb", 1},
+                          {"interleaved_zb", 2},
+                          {"interleaved_zb", 3},
+                          {"looped_bfs", 1},
+                          {"looped_bfs", 2},
+                          {"looped_bfs", 3}};
   int num_built = 0, num_rejected = 0;
   for (const Sweep& sweep : sweeps) {
     for (int ranks = 1; ranks <= 8; ++ranks) {

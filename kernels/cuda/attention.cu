@@ -152,8 +152,8 @@ int WarpGrid(long warps) { return static_cast<int>((warps * 32 + 255) / 256); }
 
 }  // namespace
 
-int AttentionForward(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out,
-                     float* lse, int B, int T, int H, int Hkv, int dh, void* stream) {
+int AttentionForward(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse,
+                     int B, int T, int H, int Hkv, int dh, void* stream) {
   if (dh > 32 * kMaxPer || Hkv <= 0 || H % Hkv != 0) return kXhcErrInvalidArgument;
   attn_fwd_kernel<<<WarpGrid(static_cast<long>(B) * H * T), 256, 0, as_stream(stream)>>>(
       q, k, v, out, lse, B, T, H, Hkv, dh);
@@ -162,16 +162,15 @@ int AttentionForward(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* 
 }
 
 int AttentionBackward(const bf16_t* dout, const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                      const bf16_t* out, const float* lse, bf16_t* dq, bf16_t* dk,
-                      bf16_t* dv, float* scratch_d, int B, int T, int H, int Hkv, int dh,
-                      void* stream) {
+                      const bf16_t* out, const float* lse, bf16_t* dq, bf16_t* dk, bf16_t* dv,
+                      float* scratch_d, int B, int T, int H, int Hkv, int dh, void* stream) {
   if (dh > 32 * kMaxPer || Hkv <= 0 || H % Hkv != 0) return kXhcErrInvalidArgument;
   cudaStream_t st = as_stream(stream);
   const long rows = static_cast<long>(B) * T * H;
   attn_d_kernel<<<WarpGrid(rows), 256, 0, st>>>(dout, out, scratch_d, rows, dh);
   XHC_LAUNCH_CHECK();
-  attn_dq_kernel<<<WarpGrid(rows), 256, 0, st>>>(dout, q, k, v, lse, scratch_d, dq, B, T, H,
-                                                 Hkv, dh);
+  attn_dq_kernel<<<WarpGrid(rows), 256, 0, st>>>(dout, q, k, v, lse, scratch_d, dq, B, T, H, Hkv,
+                                                 dh);
   XHC_LAUNCH_CHECK();
   attn_dkv_kernel<<<WarpGrid(static_cast<long>(B) * T * Hkv), 256, 0, st>>>(
       dout, q, k, v, lse, scratch_d, dk, dv, B, T, H, Hkv, dh);

@@ -10,22 +10,22 @@
 
 // Every launch is followed by this: a bad configuration (too much shared memory, grid too
 // large) surfaces at the call that caused it rather than at the next synchronisation.
-#define XHC_LAUNCH_CHECK()                      \
-  do {                                          \
-    cudaError_t e_ = cudaGetLastError();        \
+#define XHC_LAUNCH_CHECK()                              \
+  do {                                                  \
+    cudaError_t e_ = cudaGetLastError();                \
     if (e_ != cudaSuccess) return static_cast<int>(e_); \
   } while (0)
 
-#define XHC_CUDA_TRY(expr)                                    \
-  do {                                                        \
-    cudaError_t e_ = (expr);                                  \
-    if (e_ != cudaSuccess) return static_cast<int>(e_);       \
+#define XHC_CUDA_TRY(expr)                              \
+  do {                                                  \
+    cudaError_t e_ = (expr);                            \
+    if (e_ != cudaSuccess) return static_cast<int>(e_); \
   } while (0)
 
-#define XHC_TRY(expr)          \
-  do {                         \
-    int e_ = (expr);           \
-    if (e_ != 0) return e_;    \
+#define XHC_TRY(expr)       \
+  do {                      \
+    int e_ = (expr);        \
+    if (e_ != 0) return e_; \
   } while (0)
 
 namespace xhc::cuda {
@@ -107,7 +107,8 @@ __device__ inline void sinkhorn_backward(int k, int iters, const float* z, const
                                          float* dz, float* hist) {
   const int kk = k * k, steps = 2 * iters;
   int amax = 0;
-  for (int q = 1; q < kk; ++q) if (z[q] > z[amax]) amax = q;
+  for (int q = 1; q < kk; ++q)
+    if (z[q] > z[amax]) amax = q;
   for (int q = 0; q < kk; ++q) hist[q] = expf(z[q] - z[amax]);
   for (int s = 0; s < steps; ++s) {
     const float* x = hist + s * kk;

@@ -20,20 +20,16 @@ absl::Status CudaCodeToStatus(int code, const char* what) {
   if (code == kXhcErrInvalidArgument) return absl::InvalidArgumentError(msg);
   if (code == kXhcErrNoCuda) return absl::UnavailableError(msg);
   switch (static_cast<cudaError_t>(code)) {
-    case cudaErrorMemoryAllocation:
-      return absl::ResourceExhaustedError(msg);
+    case cudaErrorMemoryAllocation: return absl::ResourceExhaustedError(msg);
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
     case cudaErrorDevicesUnavailable:
-    case cudaErrorInitializationError:
-      return absl::UnavailableError(msg);
+    case cudaErrorInitializationError: return absl::UnavailableError(msg);
     case cudaErrorInvalidValue:
     case cudaErrorInvalidConfiguration:
     case cudaErrorInvalidDevicePointer:
-    case cudaErrorNoKernelImageForDevice:
-      return absl::InvalidArgumentError(msg);
-    default:
-      return absl::InternalError(msg);
+    case cudaErrorNoKernelImageForDevice: return absl::InvalidArgumentError(msg);
+    default: return absl::InternalError(msg);
   }
 }
 
@@ -41,16 +37,12 @@ absl::Status CublasToStatus(int st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   const std::string msg = absl::StrCat(what, ": cuBLAS status ", st);
   switch (static_cast<cublasStatus_t>(st)) {
-    case CUBLAS_STATUS_ALLOC_FAILED:
-      return absl::ResourceExhaustedError(msg);
-    case CUBLAS_STATUS_NOT_INITIALIZED:
-      return absl::FailedPreconditionError(msg);
+    case CUBLAS_STATUS_ALLOC_FAILED: return absl::ResourceExhaustedError(msg);
+    case CUBLAS_STATUS_NOT_INITIALIZED: return absl::FailedPreconditionError(msg);
     case CUBLAS_STATUS_INVALID_VALUE:
     case CUBLAS_STATUS_NOT_SUPPORTED:
-    case CUBLAS_STATUS_ARCH_MISMATCH:
-      return absl::InvalidArgumentError(msg);
-    default:
-      return absl::InternalError(msg);
+    case CUBLAS_STATUS_ARCH_MISMATCH: return absl::InvalidArgumentError(msg);
+    default: return absl::InternalError(msg);
   }
 }
 
@@ -60,13 +52,10 @@ absl::Status NcclToStatus(int r, const char* what) {
       absl::StrCat(what, ": ", ncclGetErrorString(static_cast<ncclResult_t>(r)));
   switch (static_cast<ncclResult_t>(r)) {
     case ncclInvalidArgument:
-    case ncclInvalidUsage:
-      return absl::InvalidArgumentError(msg);
+    case ncclInvalidUsage: return absl::InvalidArgumentError(msg);
     case ncclRemoteError:
-    case ncclSystemError:
-      return absl::UnavailableError(msg);  // a lost peer or a failing link
-    default:
-      return absl::InternalError(msg);
+    case ncclSystemError: return absl::UnavailableError(msg);  // a lost peer or a failing link
+    default: return absl::InternalError(msg);
   }
 }
 

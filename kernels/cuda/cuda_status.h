@@ -30,30 +30,28 @@ const char* CudaSkipReason();
 #define XHC_STATUS_CONCAT_(a, b) XHC_STATUS_CONCAT_INNER_(a, b)
 
 // CUDA_RETURN_IF_ERROR(expr): expr is a cudaError_t or a C-API code; returns a Status.
-#define CUDA_RETURN_IF_ERROR(expr)                                                     \
-  do {                                                                                 \
-    const int XHC_STATUS_CONCAT_(xhc_cuda_code_, __LINE__) = static_cast<int>(expr);   \
-    if (XHC_STATUS_CONCAT_(xhc_cuda_code_, __LINE__) != 0) {                           \
-      return ::xhc::cuda::CudaCodeToStatus(XHC_STATUS_CONCAT_(xhc_cuda_code_, __LINE__), \
-                                           #expr);                                     \
-    }                                                                                  \
+#define CUDA_RETURN_IF_ERROR(expr)                                                               \
+  do {                                                                                           \
+    const int XHC_STATUS_CONCAT_(xhc_cuda_code_, __LINE__) = static_cast<int>(expr);             \
+    if (XHC_STATUS_CONCAT_(xhc_cuda_code_, __LINE__) != 0) {                                     \
+      return ::xhc::cuda::CudaCodeToStatus(XHC_STATUS_CONCAT_(xhc_cuda_code_, __LINE__), #expr); \
+    }                                                                                            \
   } while (0)
 
-#define CUBLAS_RETURN_IF_ERROR(expr)                                                     \
-  do {                                                                                   \
-    const int XHC_STATUS_CONCAT_(xhc_cublas_code_, __LINE__) = static_cast<int>(expr);   \
-    if (XHC_STATUS_CONCAT_(xhc_cublas_code_, __LINE__) != 0) {                           \
-      return ::xhc::cuda::CublasToStatus(XHC_STATUS_CONCAT_(xhc_cublas_code_, __LINE__), \
-                                         #expr);                                         \
-    }                                                                                    \
+#define CUBLAS_RETURN_IF_ERROR(expr)                                                             \
+  do {                                                                                           \
+    const int XHC_STATUS_CONCAT_(xhc_cublas_code_, __LINE__) = static_cast<int>(expr);           \
+    if (XHC_STATUS_CONCAT_(xhc_cublas_code_, __LINE__) != 0) {                                   \
+      return ::xhc::cuda::CublasToStatus(XHC_STATUS_CONCAT_(xhc_cublas_code_, __LINE__), #expr); \
+    }                                                                                            \
   } while (0)
 
-#define NCCL_RETURN_IF_ERROR(expr)                                                     \
-  do {                                                                                 \
-    const int XHC_STATUS_CONCAT_(xhc_nccl_code_, __LINE__) = static_cast<int>(expr);   \
-    if (XHC_STATUS_CONCAT_(xhc_nccl_code_, __LINE__) != 0) {                           \
+#define NCCL_RETURN_IF_ERROR(expr)                                                           \
+  do {                                                                                       \
+    const int XHC_STATUS_CONCAT_(xhc_nccl_code_, __LINE__) = static_cast<int>(expr);         \
+    if (XHC_STATUS_CONCAT_(xhc_nccl_code_, __LINE__) != 0) {                                 \
       return ::xhc::cuda::NcclToStatus(XHC_STATUS_CONCAT_(xhc_nccl_code_, __LINE__), #expr); \
-    }                                                                                  \
+    }                                                                                        \
   } while (0)
 
 #endif  // XHC_KERNELS_CUDA_CUDA_STATUS_H_

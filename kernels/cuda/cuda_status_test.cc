@@ -28,8 +28,7 @@ TEST(CudaStatus, CodesMapByMeaning) {
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(NcclToStatus(4 /* ncclInvalidArgument */, "send").code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(NcclToStatus(6 /* ncclRemoteError */, "recv").code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(NcclToStatus(6 /* ncclRemoteError */, "recv").code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
   EXPECT_EQ(Bf16ToFloat(FloatToBf16(-2.5f)), -2.5f);
 #else

@@ -7,13 +7,13 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_status.h"
 
-#define XHC_REQUIRE_CUDA()                                                          \
-  do {                                                                              \
-    absl::StatusOr<int> xhc_n_ = ::xhc::cuda::CudaDeviceCount();                    \
-    ASSERT_TRUE(xhc_n_.ok()) << xhc_n_.status();                                    \
-    if (*xhc_n_ == 0 || !XHC_CUDA_ENABLED) {                                        \
-      GTEST_SKIP() << "no CUDA device: " << ::xhc::cuda::CudaSkipReason();          \
-    }                                                                               \
+#define XHC_REQUIRE_CUDA()                                                 \
+  do {                                                                     \
+    absl::StatusOr<int> xhc_n_ = ::xhc::cuda::CudaDeviceCount();           \
+    ASSERT_TRUE(xhc_n_.ok()) << xhc_n_.status();                           \
+    if (*xhc_n_ == 0 || !XHC_CUDA_ENABLED) {                               \
+      GTEST_SKIP() << "no CUDA device: " << ::xhc::cuda::CudaSkipReason(); \
+    }                                                                      \
   } while (0)
 
 #endif  // XHC_KERNELS_CUDA_CUDA_TEST_UTIL_H_

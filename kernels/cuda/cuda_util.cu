@@ -97,10 +97,13 @@ __device__ __forceinline__ uint64_t Mix(uint64_t z) {
 
 __global__ void FillUniformKernel(void* dst, long n, bool bf16, float lo, float hi, uint64_t seed) {
   const float span = hi - lo;
-  for (long i = blockIdx.x * long(blockDim.x) + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) {
+  for (long i = blockIdx.x * long(blockDim.x) + threadIdx.x; i < n;
+       i += long(gridDim.x) * blockDim.x) {
     const float v = lo + span * float(Mix(seed ^ Mix(uint64_t(i))) >> 40) * (1.0f / 16777216.0f);
-    if (bf16) st(static_cast<bf16_t*>(dst) + i, v);
-    else static_cast<float*>(dst)[i] = v;
+    if (bf16)
+      st(static_cast<bf16_t*>(dst) + i, v);
+    else
+      static_cast<float*>(dst)[i] = v;
   }
 }
 
@@ -113,6 +116,8 @@ int FillUniform(void* dst, long n, bool bf16, float lo, float hi, uint64_t seed,
   return static_cast<int>(cudaGetLastError());
 }
 
-int EventDestroy(void* ev) { return static_cast<int>(cudaEventDestroy(static_cast<cudaEvent_t>(ev))); }
+int EventDestroy(void* ev) {
+  return static_cast<int>(cudaEventDestroy(static_cast<cudaEvent_t>(ev)));
+}
 
 }  // namespace xhc::cuda

@@ -14,8 +14,8 @@ TEST(NnCuda, AllOpsMatchCpuReference) {
 #if XHC_CUDA_ENABLED
   for (uint64_t seed : {3u, 4u}) {
     for (const check::Result& r : check::CheckNn(seed)) {
-      EXPECT_TRUE(r.ok()) << r.name << ": rel_err " << r.rel_err << " (tol " << r.tol
-                          << "), NaN " << r.nan_count << " " << r.note;
+      EXPECT_TRUE(r.ok()) << r.name << ": rel_err " << r.rel_err << " (tol " << r.tol << "), NaN "
+                          << r.nan_count << " " << r.note;
     }
   }
 #endif

@@ -17,19 +17,23 @@ int CublasCode(cublasStatus_t e) {
   return e == CUBLAS_STATUS_SUCCESS ? 0 : kXhcErrCublasBase + static_cast<int>(e);
 }
 
-int Grid(long n) { return static_cast<int>(std::min<long>((n + kThreads - 1) / kThreads, 1 << 16)); }
+int Grid(long n) {
+  return static_cast<int>(std::min<long>((n + kThreads - 1) / kThreads, 1 << 16));
+}
 
 __global__ void f32_to_bf16_kernel(const float* x, bf16_t* y, long n) {
   for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long>(gridDim.x) * blockDim.x) st(y + i, x[i]);
+       i += static_cast<long>(gridDim.x) * blockDim.x)
+    st(y + i, x[i]);
 }
 __global__ void bf16_to_f32_kernel(const bf16_t* x, float* y, long n) {
   for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long>(gridDim.x) * blockDim.x) y[i] = ld(x + i);
+       i += static_cast<long>(gridDim.x) * blockDim.x)
+    y[i] = ld(x + i);
 }
 
-__global__ void rmsnorm_fwd_kernel(const bf16_t* x, const float* w, bf16_t* y, float* rstd,
-                                   int C, float eps) {
+__global__ void rmsnorm_fwd_kernel(const bf16_t* x, const float* w, bf16_t* y, float* rstd, int C,
+                                   float eps) {
   __shared__ float red[32];
   const long row = blockIdx.x;
   float ss = 0.f;
@@ -39,7 +43,8 @@ __global__ void rmsnorm_fwd_kernel(const bf16_t* x, const float* w, bf16_t* y, f
   }
   const float r = rsqrtf(block_sum(ss, red) / C + eps);
   if (threadIdx.x == 0) rstd[row] = r;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) st(y + row * C + c, ld(x + row * C + c) * r * w[c]);
+  for (int c = threadIdx.x; c < C; c += blockDim.x)
+    st(y + row * C + c, ld(x + row * C + c) * r * w[c]);
 }
 
 __global__ void rmsnorm_bwd_input_kernel(const bf16_t* dy, const bf16_t* x, const float* w,
@@ -64,7 +69,7 @@ __global__ void rmsnorm_bwd_input_kernel(const bf16_t* dy, const bf16_t* x, cons
 // bits every run). One thread per column walking all R rows (16 blocks for C = 2048) took
 // 1.78 ms at 16K rows, a fifth of the plain MLP sublayer it was the baseline of (PERF.md 9).
 constexpr int kNormCols = 32, kNormRowGroups = 32;
-__global__ void __launch_bounds__(kNormCols * kNormRowGroups)
+__global__ void __launch_bounds__(kNormCols* kNormRowGroups)
     rmsnorm_bwd_weight_kernel(const bf16_t* dy, const bf16_t* x, const float* rstd, float* dw,
                               int R, int C) {
   __shared__ float part[kNormRowGroups][kNormCols + 1];
@@ -110,8 +115,8 @@ __global__ void swiglu_fwd_kernel(const bf16_t* a, const bf16_t* b, bf16_t* h, l
     st(h + i, av * sig * ld(b + i));
   }
 }
-__global__ void swiglu_bwd_kernel(const bf16_t* dh, const bf16_t* a, const bf16_t* b,
-                                  bf16_t* da, bf16_t* db, long n) {
+__global__ void swiglu_bwd_kernel(const bf16_t* dh, const bf16_t* a, const bf16_t* b, bf16_t* da,
+                                  bf16_t* db, long n) {
   for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long>(gridDim.x) * blockDim.x) {
     const float av = ld(a + i), bv = ld(b + i), g = ld(dh + i), sig = 1.f / (1.f + expf(-av));
@@ -143,8 +148,8 @@ __global__ void ce_fwd_kernel(const float* logits, const int32_t* tgt, float* ls
     loss[row] = l - x[tgt[row]];
   }
 }
-__global__ void ce_bwd_kernel(const float* logits, const float* lse, const int32_t* tgt,
-                              float* dl, int R, int V, float scale) {
+__global__ void ce_bwd_kernel(const float* logits, const float* lse, const int32_t* tgt, float* dl,
+                              int R, int V, float scale) {
   const long total = static_cast<long>(R) * V;
   for (long e = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<long>(gridDim.x) * blockDim.x) {
@@ -174,38 +179,37 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, bf16_
 
 }  // namespace
 
-int GemmForward(void* cublas, const bf16_t* x, const bf16_t* w, void* y, bool y_f32, int M,
-                int K, int N, void* stream) {
+int GemmForward(void* cublas, const bf16_t* x, const bf16_t* w, void* y, bool y_f32, int M, int K,
+                int N, void* stream) {
   cublasHandle_t h = static_cast<cublasHandle_t>(cublas);
   XHC_TRY(CublasCode(cublasSetStream(h, as_stream(stream))));
   const float one = 1.f, zero = 0.f;
   // Row-major y = x W^T is column-major y^T (N x M) = W (N x K, i.e. op T of K x N) . x^T.
-  return CublasCode(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, w, CUDA_R_16BF, K,
-                                 x, CUDA_R_16BF, K, &zero, y,
-                                 y_f32 ? CUDA_R_32F : CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT));
+  return CublasCode(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, w, CUDA_R_16BF, K, x,
+                                 CUDA_R_16BF, K, &zero, y, y_f32 ? CUDA_R_32F : CUDA_R_16BF, N,
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-int GemmBackwardInput(void* cublas, const bf16_t* dy, const bf16_t* w, bf16_t* dx, int M,
-                      int K, int N, void* stream) {
+int GemmBackwardInput(void* cublas, const bf16_t* dy, const bf16_t* w, bf16_t* dx, int M, int K,
+                      int N, void* stream) {
   cublasHandle_t h = static_cast<cublasHandle_t>(cublas);
   XHC_TRY(CublasCode(cublasSetStream(h, as_stream(stream))));
   const float one = 1.f, zero = 0.f;
   // dx^T (K x M) = W^T (K x N) . dy^T (N x M); W row-major (N,K) is column-major K x N.
-  return CublasCode(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &one, w, CUDA_R_16BF, K,
-                                 dy, CUDA_R_16BF, N, &zero, dx, CUDA_R_16BF, K,
-                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return CublasCode(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &one, w, CUDA_R_16BF, K, dy,
+                                 CUDA_R_16BF, N, &zero, dx, CUDA_R_16BF, K, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
 }
 
-int GemmBackwardWeight(void* cublas, const bf16_t* dy, const bf16_t* x, float* dw, int M,
-                       int K, int N, void* stream) {
+int GemmBackwardWeight(void* cublas, const bf16_t* dy, const bf16_t* x, float* dw, int M, int K,
+                       int N, void* stream) {
   cublasHandle_t h = static_cast<cublasHandle_t>(cublas);
   XHC_TRY(CublasCode(cublasSetStream(h, as_stream(stream))));
   const float one = 1.f;
   // dW^T (K x N) += x^T (K x M) . dy (M x N) in column-major terms.
-  return CublasCode(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, x, CUDA_R_16BF, K,
-                                 dy, CUDA_R_16BF, N, &one, dw, CUDA_R_32F, K,
-                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return CublasCode(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, x, CUDA_R_16BF, K, dy,
+                                 CUDA_R_16BF, N, &one, dw, CUDA_R_32F, K, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
 }
 
 int F32ToBf16(const float* x, bf16_t* y, long n, void* stream) {
@@ -219,8 +223,8 @@ int Bf16ToF32(const bf16_t* x, float* y, long n, void* stream) {
   return 0;
 }
 
-int RmsNormForward(const bf16_t* x, const float* w, bf16_t* y, float* rstd, int R, int C,
-                   float eps, void* stream) {
+int RmsNormForward(const bf16_t* x, const float* w, bf16_t* y, float* rstd, int R, int C, float eps,
+                   void* stream) {
   rmsnorm_fwd_kernel<<<R, kThreads, 0, as_stream(stream)>>>(x, w, y, rstd, C, eps);
   XHC_LAUNCH_CHECK();
   return 0;
@@ -252,8 +256,8 @@ int SwigluBackward(const bf16_t* dh, const bf16_t* a, const bf16_t* b, bf16_t* d
   XHC_LAUNCH_CHECK();
   return 0;
 }
-int CrossEntropyForward(const float* logits, const int32_t* targets, float* lse,
-                        float* loss_rows, int R, int V, void* stream) {
+int CrossEntropyForward(const float* logits, const int32_t* targets, float* lse, float* loss_rows,
+                        int R, int V, void* stream) {
   ce_fwd_kernel<<<R, kThreads, 0, as_stream(stream)>>>(logits, targets, lse, loss_rows, V);
   XHC_LAUNCH_CHECK();
   return 0;
@@ -266,14 +270,13 @@ int CrossEntropyBackward(const float* logits, const float* lse, const int32_t* t
   return 0;
 }
 int AdamWStep(float* p, const float* g, float* m, float* v, bf16_t* p_bf16, long n, long step,
-              float lr, float beta1, float beta2, float eps, float wd, bool decay,
-              float grad_scale, void* stream) {
+              float lr, float beta1, float beta2, float eps, float wd, bool decay, float grad_scale,
+              void* stream) {
   // Bias corrections in double on the host, as the reference computes them.
   const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), step));
   const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), step));
-  adamw_kernel<<<Grid(n), kThreads, 0, as_stream(stream)>>>(p, g, m, v, p_bf16, n, lr, beta1,
-                                                             beta2, eps, wd, decay, grad_scale,
-                                                             bc1, bc2);
+  adamw_kernel<<<Grid(n), kThreads, 0, as_stream(stream)>>>(p, g, m, v, p_bf16, n, lr, beta1, beta2,
+                                                            eps, wd, decay, grad_scale, bc1, bc2);
   XHC_LAUNCH_CHECK();
   return 0;
 }

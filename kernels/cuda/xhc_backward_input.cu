@@ -148,7 +148,8 @@ __global__ void __launch_bounds__(kThreads)
         d += st4[tm][1] * (gln - corr[tm][1] - ln * corr[tm][2]);
       }
       int slot = -1;
-      for (int j = 0; j < k; ++j) if (idx[tm][j] == i) slot = j;
+      for (int j = 0; j < k; ++j)
+        if (idx[tm][j] == i) slot = j;
       if (slot < 0) {
         d += ld(dX + e);  // untouched stream: its gradient passes through
       } else {
@@ -159,7 +160,8 @@ __global__ void __launch_bounds__(kThreads)
         for (int q = 0; q < kk; ++q) gxa += dzm[q] * P.res_weight[q * static_cast<long>(Da) + col];
         gxa *= P.res_alpha[0];
         float gp = 0.f;
-        for (int q = kk; q < Q; ++q) gp += dzm[q] * P.post_weight[(q - kk) * static_cast<long>(Da) + col];
+        for (int q = kk; q < Q; ++q)
+          gp += dzm[q] * P.post_weight[(q - kk) * static_cast<long>(Da) + col];
         gxa += P.post_alpha[0] * gp;
         const float ra = st4[tm][3];
         d += mix + ra * (gxa - x * ra * corr[tm][3]);
@@ -206,15 +208,16 @@ __device__ __forceinline__ void store4(bf16_t* p, bool vec, int valid, const flo
     *reinterpret_cast<uint2*>(p) = raw;
   } else {
 #pragma unroll
-    for (int b = 0; b < 4; ++b) if (b < valid) st(p + b, v[b]);
+    for (int b = 0; b < 4; ++b)
+      if (b < valid) st(p + b, v[b]);
   }
 }
 
 __global__ void __launch_bounds__(kThreads, 2)
-    input_active_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in,
-                        bf16_t* dX, XhcDevCache c) {
+    input_active_kernel(XhcShape s, XhcDevParams P, const bf16_t* __restrict__ X_in, bf16_t* dX,
+                        XhcDevCache c) {
   __shared__ __align__(16) float dzT[kTileQ][kTileT + 4];  // [row][token], alpha folded in
-  __shared__ __align__(16) float wt[kTileQ][4][kTileC];  // [row][slot][channel]
+  __shared__ __align__(16) float wt[kTileQ][4][kTileC];    // [row][slot][channel]
   const int k = s.k, kk = k * k, Q = s.Q(), C = s.C, Da = s.Da();
   const long n = s.tokens(), D = s.D(), tok0 = static_cast<long>(blockIdx.y) * kTileT;
   const int c0 = blockIdx.x * kTileC;
@@ -293,7 +296,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int b = 0; b < 4; ++b) {
         float mix = 0.f;
 #pragma unroll
-        for (int jj = 0; jj < 4; ++jj) if (jj < k) mix += hr[jj][j] * dA[jj][b];
+        for (int jj = 0; jj < 4; ++jj)
+          if (jj < k) mix += hr[jj][j] * dA[jj][b];
         o[b] = mix + ra * (g[a][j][b] - xa[j][b] * ra * corr3);
       }
       store4(dX + tok * D + static_cast<long>(idx[j]) * C + ch, vec, valid, o);
@@ -336,8 +340,8 @@ __global__ void dense_coef_kernel(XhcShape s, XhcDevParams P, XhcDevCache c, bf1
 // One block per token; V = 8 needs C % 8 == 0 (16-byte groups inside one stream's row).
 template <int V>
 __global__ void __launch_bounds__(kThreads)
-    dense_apply_kernel(XhcShape s, const bf16_t* __restrict__ X_in,
-                       const bf16_t* __restrict__ du, bf16_t* dX, XhcDevCache c) {
+    dense_apply_kernel(XhcShape s, const bf16_t* __restrict__ X_in, const bf16_t* __restrict__ du,
+                       bf16_t* dX, XhcDevCache c) {
   __shared__ float hp[kMaxStreams];
   const long tok = blockIdx.x;
   const int N = s.N, C = s.C;
@@ -396,9 +400,9 @@ int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_
     }
     XHC_LAUNCH_CHECK();
     // wsplit (3R, D): rows [hi(Wcat); lo(Wcat); hi(Wcat)].
-    split_rows_kernel<3><<<std::min<long>(ceil_div(long(R) * D, kThreads), 4096), kThreads, 0,
-                           st>>>(s.has_router ? P.router_weight : nullptr, N, P.pre_weight, N,
-                                 D, c->wsplit);
+    split_rows_kernel<3>
+        <<<std::min<long>(ceil_div(long(R) * D, kThreads), 4096), kThreads, 0, st>>>(
+            s.has_router ? P.router_weight : nullptr, N, P.pre_weight, N, D, c->wsplit);
     XHC_LAUNCH_CHECK();
     // gemm_out is the forward's scratch; here it holds Z (n, 3R) bf16 (its n * 4N floats
     // are n * 8N >= n * 6N bf16).
@@ -411,10 +415,9 @@ int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_
     if (e != CUBLAS_STATUS_SUCCESS) return kXhcErrCublasBase + static_cast<int>(e);
     const float one = 1.f;
     // Column-major: dX^T (D x n) += wsplit^T (D x 3R; wsplit row-major (3R, D)) . Z^T (3R x n).
-    e = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(D), static_cast<int>(n),
-                     3 * R, &one, c->wsplit, CUDA_R_16BF, static_cast<int>(D), Z, CUDA_R_16BF,
-                     3 * R, &one, dX, CUDA_R_16BF, static_cast<int>(D), CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT);
+    e = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(D), static_cast<int>(n), 3 * R,
+                     &one, c->wsplit, CUDA_R_16BF, static_cast<int>(D), Z, CUDA_R_16BF, 3 * R, &one,
+                     dX, CUDA_R_16BF, static_cast<int>(D), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return e == CUBLAS_STATUS_SUCCESS ? 0 : kXhcErrCublasBase + static_cast<int>(e);
   }
   // k > 4: one pass per 16 tokens x 32 channels (its per-thread tiles would not fit).

@@ -205,8 +205,7 @@ __global__ void sinkhorn_backward_kernel(XhcShape s, XhcDevParams P, XhcDevCache
 // sum is two shuffles among the lanes sharing it, so a token's 2 iters normalisation steps
 // cost a few instructions each instead of a serial k x k loop, and 16 x more threads run.
 // Each lane's history lives in shared memory at an odd stride (no bank conflicts).
-__global__ void sinkhorn_backward16_kernel(XhcShape s, XhcDevParams P, XhcDevCache c,
-                                           int stride) {
+__global__ void sinkhorn_backward16_kernel(XhcShape s, XhcDevParams P, XhcDevCache c, int stride) {
   extern __shared__ float hist_all[];
   const long tok = (blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x) >> 4;
   const int l = threadIdx.x & 15, row = l >> 2, col = l & 3;
@@ -214,9 +213,9 @@ __global__ void sinkhorn_backward16_kernel(XhcShape s, XhcDevParams P, XhcDevCac
   const bool on = tok < s.tokens() && row < k && col < k;
   const int q = row * k + col;
   float* hist = hist_all + threadIdx.x * stride;
-  const float z = on ? P.res_alpha[0] * c.stats[tok * 4 + 3] * c.map_raw[tok * Q + q] +
-                           P.res_bias[q]
-                     : -INFINITY;
+  const float z =
+      on ? P.res_alpha[0] * c.stats[tok * 4 + 3] * c.map_raw[tok * Q + q] + P.res_bias[q]
+         : -INFINITY;
   // The max and, among equal maxima, the lowest index (as the serial argmax picks).
   float zmax = z;
 #pragma unroll
@@ -323,7 +322,8 @@ int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X
   // 4 channels a step where rows allow it, held to 3 blocks per SM (80 registers, a few
   // spilled): the backward-out launch took 1.75 ms at the bench shape, against 2.01-2.02
   // unbounded (107 registers, 2 blocks) and 2.06-2.07 one channel a step (PERF.md 10).
-  auto kernel = s.C % 4 == 0 ? post_backward_kernel<MK, K, 4, 3> : post_backward_kernel<MK, K, 1, 1>;
+  auto kernel =
+      s.C % 4 == 0 ? post_backward_kernel<MK, K, 4, 3> : post_backward_kernel<MK, K, 1, 1>;
   XHC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
   kernel<<<s.tokens(), kThreads, smem, st>>>(s, P, X_in, out, dX_new, *c, d_out);
@@ -333,8 +333,8 @@ int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X
 
 template <int MK>
 int DispatchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
-                         const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c,
-                         bf16_t* d_out, cudaStream_t st) {
+                         const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
+                         cudaStream_t st) {
   switch (s.K) {
     case 1: return LaunchPostBackward<MK, 1>(s, P, X_in, out, dX_new, c, d_out, st);
     case 2: return LaunchPostBackward<MK, 2>(s, P, X_in, out, dX_new, c, d_out, st);
@@ -353,8 +353,8 @@ int LaunchSinkhornBackward(const XhcShape& s, const XhcDevParams& P, XhcDevCache
   XHC_CUDA_TRY(cudaFuncSetAttribute(sinkhorn_backward_kernel,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(threads * hist)));
-  sinkhorn_backward_kernel<<<ceil_div(s.tokens(), threads), threads, threads * hist, st>>>(
-      s, P, *c);
+  sinkhorn_backward_kernel<<<ceil_div(s.tokens(), threads), threads, threads * hist, st>>>(s, P,
+                                                                                           *c);
   XHC_LAUNCH_CHECK();
   return 0;
 }
@@ -362,8 +362,8 @@ int LaunchSinkhornBackward(const XhcShape& s, const XhcDevParams& P, XhcDevCache
 }  // namespace
 
 int XhcBackwardOutLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
-                         const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c,
-                         bf16_t* d_out, void* stream) {
+                         const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
+                         void* stream) {
   XHC_TRY(XhcCheckShape(s));
   cudaStream_t st = as_stream(stream);
   XHC_TRY(s.k <= 4 ? DispatchPostBackward<4>(s, P, X_in, out, dX_new, c, d_out, st)
@@ -374,8 +374,7 @@ int XhcBackwardOutLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t*
     XHC_CUDA_TRY(cudaFuncSetAttribute(sinkhorn_backward16_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(smem)));
-    sinkhorn_backward16_kernel<<<ceil_div(s.tokens() * 16, 256), 256, smem, st>>>(s, P, *c,
-                                                                                  stride);
+    sinkhorn_backward16_kernel<<<ceil_div(s.tokens() * 16, 256), 256, smem, st>>>(s, P, *c, stride);
     XHC_LAUNCH_CHECK();
   } else {
     XHC_TRY(LaunchSinkhornBackward(s, P, c, st));

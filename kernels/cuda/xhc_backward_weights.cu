@@ -20,8 +20,8 @@ constexpr int kThreads = 256;
 // Per chunk: part[chunk][tap][ch] = sum_{t in chunk, t >= tau} dg_j[t][ch] out[t - tau][ch]
 // (tap = offset of j's taps + tau); the window ow[tau] = out[t - tau] is filled by walking
 // from widest - 1 tokens before the chunk. conv_weight_reduce_kernel adds the chunks in order.
-__global__ void conv_weight_part_kernel(XhcShape s, const bf16_t* __restrict__ out,
-                                        XhcDevCache c, int taps) {
+__global__ void conv_weight_part_kernel(XhcShape s, const bf16_t* __restrict__ out, XhcDevCache c,
+                                        int taps) {
   const int C = s.C, r = s.r, T = s.T, ch = blockIdx.x * blockDim.x + threadIdx.x;
   const int chunks = (T + kConvChunk - 1) / kConvChunk;
   const int b = blockIdx.y / chunks, t0 = (blockIdx.y % chunks) * kConvChunk;
@@ -48,7 +48,8 @@ __global__ void conv_weight_part_kernel(XhcShape s, const bf16_t* __restrict__ o
     const long tok = base + tt;
     o = ld(out + tok * C + ch);
 #pragma unroll
-    for (int j = 0; j < kMaxK - 1; ++j) g[j] = j < r && tt >= t0 ? c.dg[(tok * r + j) * C + ch] : 0.f;
+    for (int j = 0; j < kMaxK - 1; ++j)
+      g[j] = j < r && tt >= t0 ? c.dg[(tok * r + j) * C + ch] : 0.f;
   };
   const int start = max(0, t0 - (widest - 1));
   fetch(start, oa, ga);
@@ -67,7 +68,8 @@ __global__ void conv_weight_part_kernel(XhcShape s, const bf16_t* __restrict__ o
     for (int j = 0; j < kMaxK - 1; ++j) {
       if (j >= r) continue;
 #pragma unroll
-      for (int tau = 0; tau < kMaxTap; ++tau) acc[j][tau] += cur[j] * ow[tau];  // ow = 0 before t = 0
+      for (int tau = 0; tau < kMaxTap; ++tau)
+        acc[j][tau] += cur[j] * ow[tau];  // ow = 0 before t = 0
     }
   }
   float* part = c.conv_part + static_cast<long>(blockIdx.y) * taps * C;
@@ -185,17 +187,17 @@ int GemmAccum(cublasHandle_t h, cudaStream_t st, const bf16_t* A, const bf16_t* 
   if (e != CUBLAS_STATUS_SUCCESS) return kXhcErrCublasBase + static_cast<int>(e);
   const float one = 1.f;
   // Column-major view: G^T (L x rows) += A^T (L x n) . coef_cols (rows x n)^T.
-  e = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, L, rows, static_cast<int>(n), &one, A,
-                   CUDA_R_16BF, L, coef, CUDA_R_16BF, ldc, &one, G, CUDA_R_32F, L,
-                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  e = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, L, rows, static_cast<int>(n), &one, A, CUDA_R_16BF,
+                   L, coef, CUDA_R_16BF, ldc, &one, G, CUDA_R_32F, L, CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT);
   return e == CUBLAS_STATUS_SUCCESS ? 0 : kXhcErrCublasBase + static_cast<int>(e);
 }
 
 }  // namespace
 
 int XhcBackwardWeightsLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
-                             const bf16_t* out, XhcDevCache* c, const XhcDevGrads& G,
-                             void* cublas, void* stream) {
+                             const bf16_t* out, XhcDevCache* c, const XhcDevGrads& G, void* cublas,
+                             void* stream) {
   XHC_TRY(XhcCheckShape(s));
   cudaStream_t st = as_stream(stream);
   cublasHandle_t h = static_cast<cublasHandle_t>(cublas);
@@ -213,8 +215,8 @@ int XhcBackwardWeightsLaunch(const XhcShape& s, const XhcDevParams& P, const bf1
   XHC_LAUNCH_CHECK();
   if (s.has_router) {
     if (4 * n < N) return kXhcErrInvalidArgument;
-    row_correct_kernel<<<dim3(ceil_div(s.D(), 1024 * 4), N), 1024, 0, st>>>(G.router_weight,
-                                                                             rowc, s.D());
+    row_correct_kernel<<<dim3(ceil_div(s.D(), 1024 * 4), N), 1024, 0, st>>>(G.router_weight, rowc,
+                                                                            s.D());
     XHC_LAUNCH_CHECK();
   }
   active_coef_kernel<<<ceil_div(n * Q, kThreads), kThreads, 0, st>>>(s, P, *c, ldc);

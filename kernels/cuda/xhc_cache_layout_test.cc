@@ -50,7 +50,7 @@ TEST(XhcCheckShape, AcceptsTheModelsShapesAndRejectsWhatTheKernelsCannotHold) {
 
 // (name, start, bytes) of every cache array, bytes as the kernels index them.
 std::vector<std::pair<std::string, std::pair<uintptr_t, size_t>>> Arrays(const XhcShape& s,
-                                                                          const XhcDevCache& c) {
+                                                                         const XhcDevCache& c) {
   const size_t n = s.tokens(), N = s.N, k = s.k, C = s.C, r = s.r, K = s.K, Q = s.Q();
   size_t taps = 0;
   for (int j = 0; j < s.r; ++j) taps += s.kernels[j];

@@ -64,10 +64,10 @@ int FillUniform(void* dst, long n, bool bf16, float lo, float hi, uint64_t seed,
 
 // ---- xHC sublayer (xhc_forward.cu, xhc_backward_{out,input,weights}.cu) ---------------
 struct XhcShape {
-  int B = 0, T = 0;        // sequences, tokens per sequence
+  int B = 0, T = 0;  // sequences, tokens per sequence
   int N = 16, k = 4, m = 2, C = 0;
-  int K = 1;               // write components: 1 + r
-  int r = 0;               // convolutions (MLP side of xhc)
+  int K = 1;  // write components: 1 + r
+  int r = 0;  // convolutions (MLP side of xhc)
   int kernels[kMaxK - 1] = {0, 0, 0};
   bool has_router = true;  // false for mhc
   bool gram_schmidt = true;
@@ -85,11 +85,11 @@ struct XhcDevParams {
   const float* router_bias = nullptr;    // [N]
   const float* pre_weight = nullptr;     // [N, N*C]
   const float* pre_bias = nullptr;
-  const float* pre_alpha = nullptr;      // scalar (device)
-  const float* res_weight = nullptr;     // [k*k, k*C]
+  const float* pre_alpha = nullptr;   // scalar (device)
+  const float* res_weight = nullptr;  // [k*k, k*C]
   const float* res_bias = nullptr;
   const float* res_alpha = nullptr;
-  const float* post_weight = nullptr;    // [k*K, k*C]
+  const float* post_weight = nullptr;  // [k*K, k*C]
   const float* post_bias = nullptr;
   const float* post_alpha = nullptr;
   const float* conv_weight[kMaxK - 1] = {nullptr, nullptr, nullptr};  // [kappa_j, C]
@@ -112,32 +112,32 @@ struct XhcDevGrads {
 
 // Per-micro-batch device cache; one allocation carved by XhcCacheCarve. n = B*T tokens.
 struct XhcDevCache {
-  int* idx = nullptr;        // (n, k)
-  float* p = nullptr;        // (n, k)
-  float* s = nullptr;        // (n, N) router probabilities
-  float* hpre = nullptr;     // (n, N)
-  float* proj = nullptr;     // (n, 2N) raw x.Wr^T, x.Wp^T
-  float* stats = nullptr;    // (n, 4): mean, rstd_ln, rstd, rstd_a
-  float* map_raw = nullptr;  // (n, Q) raw xa.Wres^T, xa.Wpost^T
-  float* hres = nullptr;     // (n, k, k)
-  float* hpost = nullptr;    // (n, k, K)
-  float* wsum = nullptr;     // (N) router weight row sums (LayerNorm correction)
-  bf16_t* aug = nullptr;     // (n, r, C) v_1..v_r after Gram-Schmidt (v_0 = out)
-  float* gs = nullptr;       // (n, r*r + r): coefficients <g,v_i>/(|v_i|^2+eps), |v_i|^2+eps
-  float* dz_proj = nullptr;  // (n, 2N)
-  float* dz_map = nullptr;   // (n, Q)
-  float* corr = nullptr;     // (n, 4) backward normalisation corrections
-  float* dg = nullptr;       // (n, r, C) the conv outputs before Gram-Schmidt (forward
-                             // scratch), then d loss / d conv outputs (backward)
-  float* dout_f = nullptr;   // (n, C) direct part of d_out before the conv input-gradient
-  bf16_t* xa = nullptr;      // (n, k, C) active streams of X_in, gathered by XhcPreLaunch
-                             // for its res / post GEMM and read again by the weight gradient
-  bf16_t* coef = nullptr;    // (n, max(2N, Q)) GEMM coefficients (weight gradients)
-  bf16_t* wsplit = nullptr;  // (max(6N N C, 2 Q k C)) bf16 hi / lo rows of the map weights
-                             // (the forward: hi, lo; the input gradient: hi, lo, hi)
-  float* gemm_out = nullptr; // (n, max(4N, 2Q)) the forward projections' GEMM output; the
-                             // input gradient's (n, 6N) bf16 GEMM coefficients
-  float* conv_part = nullptr; // (B ceil(T / 64), sum kappa_j, C) per-chunk conv weight grads
+  int* idx = nullptr;          // (n, k)
+  float* p = nullptr;          // (n, k)
+  float* s = nullptr;          // (n, N) router probabilities
+  float* hpre = nullptr;       // (n, N)
+  float* proj = nullptr;       // (n, 2N) raw x.Wr^T, x.Wp^T
+  float* stats = nullptr;      // (n, 4): mean, rstd_ln, rstd, rstd_a
+  float* map_raw = nullptr;    // (n, Q) raw xa.Wres^T, xa.Wpost^T
+  float* hres = nullptr;       // (n, k, k)
+  float* hpost = nullptr;      // (n, k, K)
+  float* wsum = nullptr;       // (N) router weight row sums (LayerNorm correction)
+  bf16_t* aug = nullptr;       // (n, r, C) v_1..v_r after Gram-Schmidt (v_0 = out)
+  float* gs = nullptr;         // (n, r*r + r): coefficients <g,v_i>/(|v_i|^2+eps), |v_i|^2+eps
+  float* dz_proj = nullptr;    // (n, 2N)
+  float* dz_map = nullptr;     // (n, Q)
+  float* corr = nullptr;       // (n, 4) backward normalisation corrections
+  float* dg = nullptr;         // (n, r, C) the conv outputs before Gram-Schmidt (forward
+                               // scratch), then d loss / d conv outputs (backward)
+  float* dout_f = nullptr;     // (n, C) direct part of d_out before the conv input-gradient
+  bf16_t* xa = nullptr;        // (n, k, C) active streams of X_in, gathered by XhcPreLaunch
+                               // for its res / post GEMM and read again by the weight gradient
+  bf16_t* coef = nullptr;      // (n, max(2N, Q)) GEMM coefficients (weight gradients)
+  bf16_t* wsplit = nullptr;    // (max(6N N C, 2 Q k C)) bf16 hi / lo rows of the map weights
+                               // (the forward: hi, lo; the input gradient: hi, lo, hi)
+  float* gemm_out = nullptr;   // (n, max(4N, 2Q)) the forward projections' GEMM output; the
+                               // input gradient's (n, 6N) bf16 GEMM coefficients
+  float* conv_part = nullptr;  // (B ceil(T / 64), sum kappa_j, C) per-chunk conv weight grads
 };
 size_t XhcCacheBytes(const XhcShape& s);
 int XhcCacheCarve(const XhcShape& s, void* base, XhcDevCache* cache);
@@ -147,15 +147,15 @@ int XhcCacheCarve(const XhcShape& s, void* base, XhcDevCache* cache);
 // Callers keep a copy of X as it was before this call (X_in) for the backward. The two map
 // projections run on cuBLAS (`cublas`, a cublasHandle_t); cache->xa receives the active
 // streams of X_in.
-int XhcPreLaunch(const XhcShape& s, const XhcDevParams& P, bf16_t* X, bf16_t* u,
-                 XhcDevCache* cache, void* cublas, void* stream);
+int XhcPreLaunch(const XhcShape& s, const XhcDevParams& P, bf16_t* X, bf16_t* u, XhcDevCache* cache,
+                 void* cublas, void* stream);
 // Forward, second half: temporal augmentation (MLP side) and X[idx_j] += p_j Hpost_j . aug.
 int XhcPostLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* out, bf16_t* X,
                   XhcDevCache* cache, void* stream);
 // Input gradient, first half: d_out (n, C) from dX_new. out is the sublayer output.
 int XhcBackwardOutLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
-                         const bf16_t* out, const bf16_t* dX_new, XhcDevCache* cache,
-                         bf16_t* d_out, void* stream);
+                         const bf16_t* out, const bf16_t* dX_new, XhcDevCache* cache, bf16_t* d_out,
+                         void* stream);
 // Input gradient, second half: dX (in dX_new, out d loss / d X_in) given du (n, C). For
 // k <= 4 the read / router map term runs on cuBLAS (`cublas`, a cublasHandle_t).
 int XhcBackwardInputLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* X_in,
@@ -169,18 +169,18 @@ int XhcBackwardWeightsLaunch(const XhcShape& s, const XhcDevParams& P, const bf1
 
 // ---- transformer ops (nn_ops.cu, attention.cu) ----------------------------------------
 // y (M,N) = x (M,K) . W^T with W (N,K); bf16 inputs, float32 accumulation; y bf16 or f32.
-int GemmForward(void* cublas, const bf16_t* x, const bf16_t* w, void* y, bool y_f32, int M,
-                int K, int N, void* stream);
+int GemmForward(void* cublas, const bf16_t* x, const bf16_t* w, void* y, bool y_f32, int M, int K,
+                int N, void* stream);
 // dx (M,K) = dy (M,N) . W (bf16 out); dw (N,K) f32 += dy^T . x.
-int GemmBackwardInput(void* cublas, const bf16_t* dy, const bf16_t* w, bf16_t* dx, int M,
-                      int K, int N, void* stream);
-int GemmBackwardWeight(void* cublas, const bf16_t* dy, const bf16_t* x, float* dw, int M,
-                       int K, int N, void* stream);
+int GemmBackwardInput(void* cublas, const bf16_t* dy, const bf16_t* w, bf16_t* dx, int M, int K,
+                      int N, void* stream);
+int GemmBackwardWeight(void* cublas, const bf16_t* dy, const bf16_t* x, float* dw, int M, int K,
+                       int N, void* stream);
 int F32ToBf16(const float* x, bf16_t* y, long n, void* stream);
 int Bf16ToF32(const bf16_t* x, float* y, long n, void* stream);
 // RMSNorm over rows of x (R,C): y = x * rstd * w.
-int RmsNormForward(const bf16_t* x, const float* w, bf16_t* y, float* rstd, int R, int C,
-                   float eps, void* stream);
+int RmsNormForward(const bf16_t* x, const float* w, bf16_t* y, float* rstd, int R, int C, float eps,
+                   void* stream);
 // dx overwritten; dw += (deterministic column sums).
 int RmsNormBackward(const bf16_t* dy, const bf16_t* x, const float* w, const float* rstd,
                     bf16_t* dx, float* dw, int R, int C, void* stream);
@@ -190,21 +190,20 @@ int SwigluForward(const bf16_t* a, const bf16_t* b, bf16_t* h, long n, void* str
 int SwigluBackward(const bf16_t* dh, const bf16_t* a, const bf16_t* b, bf16_t* da, bf16_t* db,
                    long n, void* stream);
 // logits (R,V) f32; loss_rows (R) per-row loss; lse (R).
-int CrossEntropyForward(const float* logits, const int32_t* targets, float* lse,
-                        float* loss_rows, int R, int V, void* stream);
+int CrossEntropyForward(const float* logits, const int32_t* targets, float* lse, float* loss_rows,
+                        int R, int V, void* stream);
 int CrossEntropyBackward(const float* logits, const float* lse, const int32_t* targets,
                          float* dlogits, int R, int V, float scale, void* stream);
 // AdamW on float32 master weights; optionally refreshes a bf16 copy (p_bf16 may be null).
 int AdamWStep(float* p, const float* g, float* m, float* v, bf16_t* p_bf16, long n, long step,
-              float lr, float beta1, float beta2, float eps, float wd, bool decay,
-              float grad_scale, void* stream);
+              float lr, float beta1, float beta2, float eps, float wd, bool decay, float grad_scale,
+              void* stream);
 // Causal GQA attention. q (B,T,H,dh), k/v (B,T,Hkv,dh), out (B,T,H,dh), lse (B,H,T) f32.
-int AttentionForward(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out,
-                     float* lse, int B, int T, int H, int Hkv, int dh, void* stream);
+int AttentionForward(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse,
+                     int B, int T, int H, int Hkv, int dh, void* stream);
 int AttentionBackward(const bf16_t* dout, const bf16_t* q, const bf16_t* k, const bf16_t* v,
-                      const bf16_t* out, const float* lse, bf16_t* dq, bf16_t* dk,
-                      bf16_t* dv, float* scratch_d, int B, int T, int H, int Hkv, int dh,
-                      void* stream);
+                      const bf16_t* out, const float* lse, bf16_t* dq, bf16_t* dk, bf16_t* dv,
+                      float* scratch_d, int B, int T, int H, int Hkv, int dh, void* stream);
 
 }  // namespace xhc::cuda
 

@@ -32,8 +32,8 @@ TEST_P(XhcCudaTest, ForwardAndBackwardMatchCpuReference) {
   c.mlp = p.mlp, c.mhc = p.mhc, c.gram_schmidt = p.gs;
   for (uint64_t seed : {1u, 2u}) {  // fresh random inputs per seed
     for (const check::Result& r : check::CheckXhc(c, seed)) {
-      EXPECT_TRUE(r.ok()) << r.name << ": rel_err " << r.rel_err << " (tol " << r.tol
-                          << "), NaN " << r.nan_count << " " << r.note;
+      EXPECT_TRUE(r.ok()) << r.name << ": rel_err " << r.rel_err << " (tol " << r.tol << "), NaN "
+                          << r.nan_count << " " << r.note;
     }
   }
 #endif

@@ -60,15 +60,15 @@ __global__ void __launch_bounds__(kThreads)
 // float32, so the tensor-core GEMM x . [hi; lo]^T summed pairwise is float32-accurate.
 // out (n, 2R) float32 row-major = A (n, L) bf16 row-major (leading dimension lda) times the
 // split weights (2R, L)^T: column r + column R + r is the float32 projection on row r.
-int SplitGemm(cublasHandle_t h, cudaStream_t st, const bf16_t* A, long lda, const bf16_t* w,
-              int R, int L, long n, float* out) {
+int SplitGemm(cublasHandle_t h, cudaStream_t st, const bf16_t* A, long lda, const bf16_t* w, int R,
+              int L, long n, float* out) {
   cublasStatus_t e = cublasSetStream(h, st);
   if (e != CUBLAS_STATUS_SUCCESS) return kXhcErrCublasBase + static_cast<int>(e);
   const float one = 1.f, zero = 0.f;
   // Column-major: out^T (2R x n) = w (2R x L, stored as L x 2R: op T) . A^T (L x n).
-  e = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2 * R, static_cast<int>(n), L, &one, w,
-                   CUDA_R_16BF, L, A, CUDA_R_16BF, static_cast<int>(lda), &zero, out,
-                   CUDA_R_32F, 2 * R, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  e = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2 * R, static_cast<int>(n), L, &one, w, CUDA_R_16BF,
+                   L, A, CUDA_R_16BF, static_cast<int>(lda), &zero, out, CUDA_R_32F, 2 * R,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   return e == CUBLAS_STATUS_SUCCESS ? 0 : kXhcErrCublasBase + static_cast<int>(e);
 }
 
@@ -394,11 +394,10 @@ size_t Align(size_t b) { return (b + 255) & ~size_t{255}; }
 }  // namespace
 
 int XhcCheckShape(const XhcShape& s) {
-  const bool ok = s.B >= 1 && s.T >= 1 && s.C >= 1 && s.N >= 1 && s.N <= kMaxStreams &&
-                  s.k >= 1 && s.k <= kMaxActive && s.k <= s.N && s.m >= 0 && s.m <= s.k &&
-                  s.r >= 0 && s.K == s.r + 1 && s.K <= kMaxK && s.Q() <= kMaxRows &&
-                  s.sinkhorn_iters >= 0 && s.sinkhorn_iters <= 64 &&
-                  (s.has_router || s.k == s.N);
+  const bool ok = s.B >= 1 && s.T >= 1 && s.C >= 1 && s.N >= 1 && s.N <= kMaxStreams && s.k >= 1 &&
+                  s.k <= kMaxActive && s.k <= s.N && s.m >= 0 && s.m <= s.k && s.r >= 0 &&
+                  s.K == s.r + 1 && s.K <= kMaxK && s.Q() <= kMaxRows && s.sinkhorn_iters >= 0 &&
+                  s.sinkhorn_iters <= 64 && (s.has_router || s.k == s.N);
   if (!ok) return kXhcErrInvalidArgument;
   for (int j = 0; j < s.r; ++j) {
     if (s.kernels[j] < 1 || s.kernels[j] > kMaxTap) return kXhcErrInvalidArgument;
@@ -412,25 +411,25 @@ static void CacheSizes(const XhcShape& s, size_t* sz) {
   const size_t coef_cols = std::max<size_t>(2 * N, Q);
   const size_t f = sizeof(float), h = sizeof(bf16_t);
   size_t i = 0;
-  sz[i++] = n * k * sizeof(int);  // idx
-  sz[i++] = n * k * f;            // p
-  sz[i++] = n * N * f;            // s
-  sz[i++] = n * N * f;            // hpre
-  sz[i++] = n * 2 * N * f;        // proj
-  sz[i++] = n * 4 * f;            // stats
-  sz[i++] = n * Q * f;            // map_raw
-  sz[i++] = n * k * k * f;        // hres
-  sz[i++] = n * k * s.K * f;      // hpost
-  sz[i++] = N * f;                // wsum
-  sz[i++] = n * r * C * h;        // aug
-  sz[i++] = n * (r * r + r) * f;  // gs
-  sz[i++] = n * 2 * N * f;        // dz_proj
-  sz[i++] = n * Q * f;            // dz_map
-  sz[i++] = n * 4 * f;            // corr
-  sz[i++] = n * r * C * f;        // dg
-  sz[i++] = n * C * f;            // dout_f
-  sz[i++] = n * k * C * h;        // xa
-  sz[i++] = n * coef_cols * h;    // coef
+  sz[i++] = n * k * sizeof(int);                                 // idx
+  sz[i++] = n * k * f;                                           // p
+  sz[i++] = n * N * f;                                           // s
+  sz[i++] = n * N * f;                                           // hpre
+  sz[i++] = n * 2 * N * f;                                       // proj
+  sz[i++] = n * 4 * f;                                           // stats
+  sz[i++] = n * Q * f;                                           // map_raw
+  sz[i++] = n * k * k * f;                                       // hres
+  sz[i++] = n * k * s.K * f;                                     // hpost
+  sz[i++] = N * f;                                               // wsum
+  sz[i++] = n * r * C * h;                                       // aug
+  sz[i++] = n * (r * r + r) * f;                                 // gs
+  sz[i++] = n * 2 * N * f;                                       // dz_proj
+  sz[i++] = n * Q * f;                                           // dz_map
+  sz[i++] = n * 4 * f;                                           // corr
+  sz[i++] = n * r * C * f;                                       // dg
+  sz[i++] = n * C * f;                                           // dout_f
+  sz[i++] = n * k * C * h;                                       // xa
+  sz[i++] = n * coef_cols * h;                                   // coef
   sz[i++] = std::max<size_t>(6 * N * N * C, 2 * Q * k * C) * h;  // wsplit
   sz[i++] = n * std::max<size_t>(4 * N, 2 * Q) * f;              // gemm_out
   size_t taps = 0;
@@ -482,8 +481,8 @@ int XhcCacheCarve(const XhcShape& s, void* base, XhcDevCache* c) {
   return 0;
 }
 
-int XhcPreLaunch(const XhcShape& s, const XhcDevParams& P, bf16_t* X, bf16_t* u,
-                 XhcDevCache* c, void* cublas, void* stream) {
+int XhcPreLaunch(const XhcShape& s, const XhcDevParams& P, bf16_t* X, bf16_t* u, XhcDevCache* c,
+                 void* cublas, void* stream) {
   XHC_TRY(XhcCheckShape(s));
   cudaStream_t st = as_stream(stream);
   cublasHandle_t h = static_cast<cublasHandle_t>(cublas);
@@ -535,12 +534,11 @@ int XhcPostLaunch(const XhcShape& s, const XhcDevParams& P, const bf16_t* out, b
   cudaStream_t st = as_stream(stream);
   if (s.r > 0) {
     const size_t smem = sizeof(float) * s.K * s.C;
-    conv_forward_kernel<<<dim3(ceil_div(s.C, 128), s.B * ceil_div(s.T, kConvChunk)), 128, 0,
-                          st>>>(s, P, out, *c);
+    conv_forward_kernel<<<dim3(ceil_div(s.C, 128), s.B * ceil_div(s.T, kConvChunk)), 128, 0, st>>>(
+        s, P, out, *c);
     XHC_LAUNCH_CHECK();
-    XHC_CUDA_TRY(cudaFuncSetAttribute(gram_schmidt_kernel,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
+    XHC_CUDA_TRY(cudaFuncSetAttribute(
+        gram_schmidt_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     gram_schmidt_kernel<<<s.tokens(), kThreads, smem, st>>>(s, out, *c);
     XHC_LAUNCH_CHECK();
   }

@@ -22,8 +22,8 @@ absl::StatusOr<std::string> ReadVerifiedShard(const std::string& step_dir, const
   absl::StatusOr<std::string> bytes = ReadWholeFile(path);
   if (!bytes.ok()) return absl::DataLossError(absl::StrCat(path, ": shard missing"));
   if (static_cast<int64_t>(bytes->size()) != s.bytes) {
-    return absl::DataLossError(absl::StrFormat("%s: size %d, manifest says %d (truncated?)",
-                                               path, bytes->size(), s.bytes));
+    return absl::DataLossError(absl::StrFormat("%s: size %d, manifest says %d (truncated?)", path,
+                                               bytes->size(), s.bytes));
   }
   const std::string sum = XxHash64Hex(*bytes);
   if (sum != s.xxhash64) {
@@ -103,8 +103,8 @@ absl::Status MoveLatest(const std::string& root, const std::string& name, FileSy
   // rename(2) of two links to one file does nothing: then the old LATEST never moved.
   files.RemoveAll(prev).IgnoreError();
   if (!restored.ok()) {
-    return absl::DataLossError(absl::StrCat(s.message(), "; and restoring ", latest,
-                                            " failed: ", restored.message()));
+    return absl::DataLossError(
+        absl::StrCat(s.message(), "; and restoring ", latest, " failed: ", restored.message()));
   }
   return s;
 }
@@ -129,10 +129,10 @@ absl::Status CommitCheckpoint(const std::string& root, const Manifest& manifest,
     absl::Status removed = AbandonCheckpoint(root, manifest.step, files);
     absl::StatusOr<std::string> latest = LatestStepDir(root);
     return absl::Status(
-        s.code(), absl::StrCat("checkpoint step ", manifest.step, " not committed (",
-                               removed.ok() ? "removed " + step_dir : removed.message(),
-                               "; LATEST names ", latest.ok() ? *latest : "no step", "): ",
-                               s.message()));
+        s.code(),
+        absl::StrCat("checkpoint step ", manifest.step, " not committed (",
+                     removed.ok() ? "removed " + step_dir : removed.message(), "; LATEST names ",
+                     latest.ok() ? *latest : "no step", "): ", s.message()));
   }
   Prune(root, manifest.step, keep);
   return absl::OkStatus();

@@ -24,7 +24,7 @@ namespace xhc {
 inline constexpr int kCheckpointFormatVersion = 1;
 
 struct ShardRecord {
-  std::string file;      // relative to the step directory
+  std::string file;  // relative to the step directory
   int64_t bytes = 0;
   std::string xxhash64;  // 16 hex digits
   std::vector<std::string> tensors;
@@ -32,12 +32,12 @@ struct ShardRecord {
 
 struct Manifest {
   int format_version = kCheckpointFormatVersion;
-  int64_t step = 0;              // optimizer steps completed
-  std::string config_yaml;       // the full job config
-  int64_t sampler_step = 0;      // next training step the sampler serves
+  int64_t step = 0;                        // optimizer steps completed
+  std::string config_yaml;                 // the full job config
+  int64_t sampler_step = 0;                // next training step the sampler serves
   std::map<std::string, std::string> rng;  // named RNG states (decimal/hex strings)
   std::vector<ShardRecord> shards;
-  std::string layout;            // who wrote it, e.g. "single-process", "4 ranks dualpipev"
+  std::string layout;  // who wrote it, e.g. "single-process", "4 ranks dualpipev"
 };
 
 // Writes one shard (safetensors, atomic + fsync) into `step_dir` (created if needed). On a

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <string>
 
-#include "gtest/gtest.h"
 #include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/manifest_json.h"
 
@@ -77,8 +77,7 @@ TEST_F(CheckpointTest, FlippedByteIsDataLossNamingTheShard) {
   absl::StatusOr<LoadedCheckpoint> c = LoadCheckpoint(root_ + "/step-000001");
   EXPECT_EQ(c.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(std::string(c.status().message()).find("chunk-0.safetensors"), std::string::npos);
-  EXPECT_EQ(VerifyCheckpoint(root_ + "/step-000001").status().code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(VerifyCheckpoint(root_ + "/step-000001").status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST_F(CheckpointTest, TruncatedShardAndManifestAreRefused) {
@@ -132,9 +131,9 @@ TEST_F(CheckpointTest, FallsBackToPreviousCommitAndPrunes) {
 TEST_F(CheckpointTest, UnfinishedStepIsNeverLoaded) {
   WriteStep(9);
   // Shards of step 10 written, manifest never committed (a worker died mid-checkpoint).
-  ASSERT_TRUE(WriteShard(root_ + "/step-000010", "chunk-0.safetensors",
-                         {{"layers.0.w", {2, 3}, a_.data()}})
-                  .ok());
+  ASSERT_TRUE(
+      WriteShard(root_ + "/step-000010", "chunk-0.safetensors", {{"layers.0.w", {2, 3}, a_.data()}})
+          .ok());
   absl::StatusOr<LoadedCheckpoint> c = LoadNewestValid(root_, nullptr);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->manifest.step, 9);
@@ -189,7 +188,8 @@ TEST_F(CheckpointTest, HostileManifestFieldsAreRefused) {
       // 1.2e59 was an undefined float-to-integer conversion.
       {make("a.safetensors", "1.2e59", "0123456789abcdef"), "bytes 1.2e+59 is not an integer"},
       {make("a.safetensors", "18446744073709551615", "0123456789abcdef"), "is not an integer"},
-      {absl::StrReplaceAll(make("a", "8", "0123456789abcdef"), {{"\"step\": 3,", "\"step\": 1e30,"}}),
+      {absl::StrReplaceAll(make("a", "8", "0123456789abcdef"),
+                           {{"\"step\": 3,", "\"step\": 1e30,"}}),
        "step 1e+30 is not an integer"},
       {make("a.safetensors", "8", "../x"), "is not 16 lowercase hex digits"},
       {absl::StrReplaceAll(make("a", "8", "0123456789abcdef"), {{"\"step\": 3,", "\"step\": -3,"}}),

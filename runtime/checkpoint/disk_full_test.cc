@@ -80,9 +80,10 @@ TEST_F(DiskFullTest, EveryWriteAndFsyncPointLosesNothing) {
   ASSERT_TRUE(WriteStep(dry, 1, DefaultFileSystem()).ok());
   ASSERT_TRUE(WriteStep(dry, 2, counter).ok());
   std::vector<std::string> points;
-  for (const std::string& p : counter.points()) points.push_back(absl::StrReplaceAll(p, {{dry, "ROOT"}}));
-  for (const char* kind : {"mkdir ", "create ", "append ", "fsync ", "close ", "fsync-dir ",
-                           "link "}) {
+  for (const std::string& p : counter.points())
+    points.push_back(absl::StrReplaceAll(p, {{dry, "ROOT"}}));
+  for (const char* kind :
+       {"mkdir ", "create ", "append ", "fsync ", "close ", "fsync-dir ", "link "}) {
     bool seen = false;
     for (const std::string& p : points) seen = seen || absl::StartsWith(p, kind);
     EXPECT_TRUE(seen) << "no '" << kind << "' point in a checkpoint write";
@@ -91,8 +92,8 @@ TEST_F(DiskFullTest, EveryWriteAndFsyncPointLosesNothing) {
 
   for (bool sticky : {false, true}) {
     for (size_t n = 0; n < points.size(); ++n) {
-      SCOPED_TRACE(absl::StrCat(sticky ? "disk stays full from " : "ENOSPC once at ", "point ",
-                                n, ": ", points[n]));
+      SCOPED_TRACE(absl::StrCat(sticky ? "disk stays full from " : "ENOSPC once at ", "point ", n,
+                                ": ", points[n]));
       const std::string root = absl::StrCat(base_, "/", sticky, "-", n);
       ASSERT_TRUE(WriteStep(root, 1, DefaultFileSystem()).ok());
       const std::vector<std::string> before = Listing(root);

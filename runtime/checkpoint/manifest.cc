@@ -19,8 +19,8 @@ std::string EncodeManifest(const Manifest& m) {
   j["layout"] = m.layout;
   j["shards"] = nlohmann::json::array();
   for (const ShardRecord& s : m.shards) {
-    j["shards"].push_back({{"file", s.file}, {"bytes", s.bytes}, {"xxhash64", s.xxhash64},
-                           {"tensors", s.tensors}});
+    j["shards"].push_back(
+        {{"file", s.file}, {"bytes", s.bytes}, {"xxhash64", s.xxhash64}, {"tensors", s.tensors}});
   }
   return j.dump(2) + "\n";
 }
@@ -35,8 +35,8 @@ absl::StatusOr<int64_t> Count(const nlohmann::json& j, const std::string& key,
   const nlohmann::json& v = j.at(key);
   if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX) ||
       (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
-    return absl::DataLossError(absl::StrCat(origin, ": ", key, " ", v.dump(),
-                                            " is not an integer in [0, 2^63)"));
+    return absl::DataLossError(
+        absl::StrCat(origin, ": ", key, " ", v.dump(), " is not an integer in [0, 2^63)"));
   }
   return v.get<int64_t>();
 }

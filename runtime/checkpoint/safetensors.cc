@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/checkpoint/file_io.h"
 #include "base/status_macros.h"
+#include "runtime/checkpoint/file_io.h"
 
 namespace xhc {
 namespace {
@@ -55,9 +55,9 @@ absl::StatusOr<Tensor> DecodeEntry(const std::string& name, const nlohmann::json
     t.shape.push_back(d.get<int64_t>());
   }
   if (numel > data_size / sizeof(float)) {
-    return Corrupt(origin, absl::StrCat("tensor '", name, "': shape ", shape.dump(),
-                                        " needs more than the ", data_size,
-                                        " data bytes in the file"));
+    return Corrupt(
+        origin, absl::StrCat("tensor '", name, "': shape ", shape.dump(), " needs more than the ",
+                             data_size, " data bytes in the file"));
   }
   const auto& off = entry["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
@@ -67,9 +67,9 @@ absl::StatusOr<Tensor> DecodeEntry(const std::string& name, const nlohmann::json
   const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
   const uint64_t want = numel * sizeof(float);
   if (begin > end || end > data_size || end - begin != want) {
-    return Corrupt(origin, absl::StrCat("tensor '", name, "': data_offsets [", begin, ", ", end,
-                                        ") do not fit ", data_size, " data bytes / ", want,
-                                        " expected"));
+    return Corrupt(origin,
+                   absl::StrCat("tensor '", name, "': data_offsets [", begin, ", ", end,
+                                ") do not fit ", data_size, " data bytes / ", want, " expected"));
   }
   t.values.resize(static_cast<size_t>(numel));
   // An empty tensor has no buffer: memcpy from/to null is undefined even for 0 bytes
@@ -96,8 +96,8 @@ std::string EncodeSafetensors(const std::vector<TensorView>& tensors,
   uint64_t offset = 0;
   for (const TensorView* t : sorted) {
     const uint64_t bytes = static_cast<uint64_t>(NumElements(t->shape)) * sizeof(float);
-    header[t->name] = {{"dtype", "F32"}, {"shape", t->shape},
-                       {"data_offsets", {offset, offset + bytes}}};
+    header[t->name] = {
+        {"dtype", "F32"}, {"shape", t->shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -119,7 +119,8 @@ absl::StatusOr<SafetensorsContents> DecodeSafetensors(const std::string& bytes,
                                                       const std::string& origin) {
   if (bytes.size() < 8) return Corrupt(origin, "file shorter than the 8-byte header length");
   uint64_t len = 0;
-  for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    len |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
   if (len > bytes.size() - 8) return Corrupt(origin, "header length exceeds the file size");
   nlohmann::json header = nlohmann::json::parse(bytes.substr(8, len), nullptr, false);
   if (header.is_discarded() || !header.is_object()) {

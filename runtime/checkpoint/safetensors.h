@@ -19,7 +19,7 @@ namespace xhc {
 
 struct TensorView {
   std::string name;
-  std::vector<int64_t> shape;  // [] for scalars
+  std::vector<int64_t> shape;   // [] for scalars
   const float* data = nullptr;  // numel(shape) floats
 };
 

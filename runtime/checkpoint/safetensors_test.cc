@@ -52,9 +52,9 @@ TEST(Safetensors, ShapeClaimingMoreThanTheFileIsRefusedBeforeAllocating) {
   ExpectRefused(File(R"({"x":{"dtype":"F32","shape":[4611686018427387904,4,0],)"
                      R"("data_offsets":[0,0]}})"),
                 "overflows 64-bit sizes");
-  ExpectRefused(File(R"({"x":{"dtype":"F32","shape":{"a":2},"data_offsets":[0,8]}})",
-                     std::string(8, '\0')),
-                "tensor 'x': bad shape");
+  ExpectRefused(
+      File(R"({"x":{"dtype":"F32","shape":{"a":2},"data_offsets":[0,8]}})", std::string(8, '\0')),
+      "tensor 'x': bad shape");
 }
 
 TEST(Safetensors, MalformedHeadersAreNamed) {

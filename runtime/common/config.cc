@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/common/config_reader.h"
 #include "base/status_macros.h"
+#include "runtime/common/config_reader.h"
 #include "yaml-cpp/yaml.h"
 
 namespace xhc {
@@ -39,8 +39,7 @@ absl::Status ReadResidual(ConfigReader& r, ResidualConfig* res) {
       return Invalid(r.Key("n_streams"), "vanilla residual has exactly 1 stream");
     }
     res->n_streams = 1;
-  } else if ((res->type == ResidualType::kMhc || res->type == ResidualType::kHc) &&
-             !has_streams) {
+  } else if ((res->type == ResidualType::kMhc || res->type == ResidualType::kHc) && !has_streams) {
     res->n_streams = 4;
   }
   RETURN_IF_ERROR(r.Get("n_active", &res->n_active));
@@ -221,16 +220,11 @@ absl::StatusOr<YAML::Node> ParseYaml(const std::string& text) {
 
 std::string ResidualTypeName(ResidualType type) {
   switch (type) {
-    case ResidualType::kVanilla:
-      return "vanilla";
-    case ResidualType::kHc:
-      return "hc";
-    case ResidualType::kMhc:
-      return "mhc";
-    case ResidualType::kXhc:
-      return "xhc";
-    case ResidualType::kXhcFlash:
-      return "xhc_flash";
+    case ResidualType::kVanilla: return "vanilla";
+    case ResidualType::kHc: return "hc";
+    case ResidualType::kMhc: return "mhc";
+    case ResidualType::kXhc: return "xhc";
+    case ResidualType::kXhcFlash: return "xhc_flash";
   }
   return "?";
 }

@@ -18,9 +18,9 @@ enum class ResidualType { kVanilla, kHc, kMhc, kXhc, kXhcFlash };
 
 struct ResidualConfig {
   ResidualType type = ResidualType::kXhc;
-  int n_streams = 16;   // N (vanilla forces 1; hc and mhc default to 4)
-  int n_active = 4;     // k (xhc, xhc_flash; mhc and hc: k = N)
-  int n_fixed = 2;      // m (xhc, xhc_flash)
+  int n_streams = 16;  // N (vanilla forces 1; hc and mhc default to 4)
+  int n_active = 4;    // k (xhc, xhc_flash; mhc and hc: k = N)
+  int n_fixed = 2;     // m (xhc, xhc_flash)
   // MLP sublayers: xhc and xhc_flash default to {4, 8, 12}, mhc to {} (set: the "mHC +
   // convolution" ablation); hc has none (setting it is an error).
   std::vector<int> conv_kernels = {4, 8, 12};

@@ -31,9 +31,8 @@ absl::Status ConfigReader::Finish() const {
     // A non-scalar key ("? [a, b]") made as<std::string>() throw out of the parser (found by
     // hand-written input in the config_fuzzer corpus).
     if (!entry.first.IsScalar()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(Key("?"), ": a key must be a plain name, not '", YAML::Dump(entry.first),
-                       "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          Key("?"), ": a key must be a plain name, not '", YAML::Dump(entry.first), "'"));
     }
     const std::string key = entry.first.Scalar();
     if (!known_.count(key)) {

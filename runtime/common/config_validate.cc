@@ -3,8 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/common/config.h"
 #include "base/status_macros.h"
+#include "runtime/common/config.h"
 
 // Cross-field checks of the model block (model-spec.md section 1), kept apart from parsing.
 namespace xhc {
@@ -37,13 +37,12 @@ absl::Status ValidateResidual(const ResidualConfig& r) {
     return Invalid("residual.n_streams", absl::StrCat(ResidualTypeName(r.type), " needs N > 1"));
   }
   if (r.n_active < 1 || r.n_active > r.n_streams) {
-    return Invalid("residual.n_active",
-                   absl::StrFormat("k = %d must be in [1, n_streams = %d]", r.n_active,
-                                   r.n_streams));
+    return Invalid("residual.n_active", absl::StrFormat("k = %d must be in [1, n_streams = %d]",
+                                                        r.n_active, r.n_streams));
   }
   if (r.n_fixed < 0 || r.n_fixed > r.n_active) {
-    return Invalid("residual.n_fixed", absl::StrFormat("m = %d must be in [0, n_active = %d]",
-                                                       r.n_fixed, r.n_active));
+    return Invalid("residual.n_fixed",
+                   absl::StrFormat("m = %d must be in [0, n_active = %d]", r.n_fixed, r.n_active));
   }
   if (r.n_active > 16) return Invalid("residual.n_active", "k must be <= 16");
   return absl::OkStatus();
@@ -55,8 +54,9 @@ absl::Status ValidateWindow(const ModelConfig& m) {
   if (r.type != ResidualType::kXhcFlash) return absl::OkStatus();
   if (r.window != 2 && r.window != 4) {
     return Invalid("residual.window",
-                   absl::StrCat(r.window, " is not a valid window (2: xHC-Flash, one block; 4: "
-                                          "xHC-Flash-4sub, two blocks)"));
+                   absl::StrCat(r.window,
+                                " is not a valid window (2: xHC-Flash, one block; 4: "
+                                "xHC-Flash-4sub, two blocks)"));
   }
   if ((2 * m.n_layers) % r.window != 0) {
     return Invalid("residual.window",
@@ -90,15 +90,15 @@ absl::Status ValidateModel(ModelConfig& m) {
   RETURN_IF_ERROR(CheckRange("seq_len", m.seq_len, 1, 1 << 20));
   if (m.n_heads < 1) return Invalid("n_heads", "must be >= 1");
   if (m.d_model % m.n_heads != 0) {
-    return Invalid("n_heads", absl::StrFormat("%d heads do not divide d_model %d", m.n_heads,
-                                              m.d_model));
+    return Invalid("n_heads",
+                   absl::StrFormat("%d heads do not divide d_model %d", m.n_heads, m.d_model));
   }
   if (m.head_dim() % 2 != 0) {
     return Invalid("n_heads", absl::StrCat("head dim ", m.head_dim(), " is odd (RoPE needs even)"));
   }
   if (m.n_kv_heads < 1 || m.n_heads % m.n_kv_heads != 0) {
-    return Invalid("n_kv_heads", absl::StrFormat("%d does not divide n_heads %d", m.n_kv_heads,
-                                                 m.n_heads));
+    return Invalid("n_kv_heads",
+                   absl::StrFormat("%d does not divide n_heads %d", m.n_kv_heads, m.n_heads));
   }
   if (m.d_ff == 0) m.d_ff = ((4 * m.d_model + 63) / 64) * 64;
   if (m.d_ff < 1) return Invalid("d_ff", "must be >= 1");
@@ -111,14 +111,15 @@ absl::Status ValidateModel(ModelConfig& m) {
 
 absl::Status ValidateDataParallel(int data_parallel, int microbatches) {
   if (data_parallel < 1 || data_parallel > 4096) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "pipeline.data_parallel: %d is not in [1, 4096]", data_parallel));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("pipeline.data_parallel: %d is not in [1, 4096]", data_parallel));
   }
   if (microbatches % data_parallel != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "pipeline.data_parallel: %d replicas cannot split train.microbatches = %d evenly (each "
         "replica runs the same schedule on train.microbatches / data_parallel micro-batches); "
-        "use a divisor of %d", data_parallel, microbatches, microbatches));
+        "use a divisor of %d",
+        data_parallel, microbatches, microbatches));
   }
   return absl::OkStatus();
 }
@@ -126,13 +127,14 @@ absl::Status ValidateDataParallel(int data_parallel, int microbatches) {
 std::string ModelConfigToYaml(const ModelConfig& m) {
   const ResidualConfig& r = m.residual;
   return absl::StrFormat(
-      "model:\n  vocab_size: %d\n  d_model: %d\n  n_layers: %d\n  n_heads: %d\n"
-      "  n_kv_heads: %d\n  d_ff: %d\n  seq_len: %d\n  rope_theta: %.17g\n  norm_eps: %.17g\n"
-      "  residual:\n    type: %s\n    n_streams: %d\n    n_active: %d\n    n_fixed: %d\n"
-      "    conv_kernels: [%s]\n    gram_schmidt: %s\n    sinkhorn_iters: %d\n",
-      m.vocab_size, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.d_ff, m.seq_len,
-      m.rope_theta, m.norm_eps, ResidualTypeName(r.type), r.n_streams, r.n_active, r.n_fixed,
-      absl::StrJoin(r.conv_kernels, ", "), r.gram_schmidt ? "true" : "false", r.sinkhorn_iters) +
+             "model:\n  vocab_size: %d\n  d_model: %d\n  n_layers: %d\n  n_heads: %d\n"
+             "  n_kv_heads: %d\n  d_ff: %d\n  seq_len: %d\n  rope_theta: %.17g\n  norm_eps: %.17g\n"
+             "  residual:\n    type: %s\n    n_streams: %d\n    n_active: %d\n    n_fixed: %d\n"
+             "    conv_kernels: [%s]\n    gram_schmidt: %s\n    sinkhorn_iters: %d\n",
+             m.vocab_size, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.d_ff, m.seq_len,
+             m.rope_theta, m.norm_eps, ResidualTypeName(r.type), r.n_streams, r.n_active, r.n_fixed,
+             absl::StrJoin(r.conv_kernels, ", "), r.gram_schmidt ? "true" : "false",
+             r.sinkhorn_iters) +
          (r.type == ResidualType::kXhcFlash ? absl::StrFormat("    window: %d\n", r.window)
                                             : std::string());
 }

@@ -18,7 +18,6 @@
 namespace xhc {
 namespace {
 
-
 bool IsRegularFile(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);

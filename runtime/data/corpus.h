@@ -19,9 +19,9 @@ struct Corpus {
 };
 
 // Expands each pattern (a path or a glob), sorts the matches, drops duplicates by real path
-// and fortune(6) index files (`X.dat` beside `X`), and concatenates the bytes. A pattern matching nothing, or a
-// corpus too small for `min_train_bytes`, is an error naming the pattern. Validation is every
-// (1/val_fraction)-th 4 KiB block, so it samples the whole corpus.
+// and fortune(6) index files (`X.dat` beside `X`), and concatenates the bytes. A pattern matching
+// nothing, or a corpus too small for `min_train_bytes`, is an error naming the pattern. Validation
+// is every (1/val_fraction)-th 4 KiB block, so it samples the whole corpus.
 absl::StatusOr<Corpus> LoadCorpus(const std::vector<std::string>& patterns, double val_fraction,
                                   int64_t min_train_bytes);
 

@@ -21,8 +21,7 @@ TEST(Corpus, LoadsGlobSkipsIndexAndSplits) {
   WriteTemp("c_a.txt", text);
   WriteTemp("c_b.txt", text);
   WriteTemp("c_b.txt.dat", std::string(100, '\0'));  // fortune index beside c_b.txt
-  absl::StatusOr<Corpus> c =
-      LoadCorpus({std::string(::testing::TempDir()) + "/c_*"}, 0.1, 1000);
+  absl::StatusOr<Corpus> c = LoadCorpus({std::string(::testing::TempDir()) + "/c_*"}, 0.1, 1000);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->files.size(), 2u);
   EXPECT_EQ(c->train.size() + c->val.size(), 2 * text.size());

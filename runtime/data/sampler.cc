@@ -4,8 +4,7 @@
 
 namespace xhc {
 
-BatchSampler::BatchSampler(const std::vector<uint8_t>* data, uint64_t seed, int batch,
-                           int seq_len)
+BatchSampler::BatchSampler(const std::vector<uint8_t>* data, uint64_t seed, int batch, int seq_len)
     : data_(data), seed_(seed), batch_(batch), seq_len_(seq_len) {}
 
 TokenBatch BatchSampler::Window(uint64_t key) const {

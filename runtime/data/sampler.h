@@ -13,8 +13,8 @@
 namespace xhc {
 
 struct TokenBatch {
-  int batch = 0;             // B rows
-  int seq_len = 0;           // T tokens per row
+  int batch = 0;                 // B rows
+  int seq_len = 0;               // T tokens per row
   std::vector<int32_t> inputs;   // (B, T)
   std::vector<int32_t> targets;  // (B, T): inputs shifted by one
 };

@@ -33,8 +33,8 @@ struct Backend<float> {
   static void MatmulForward(float* y, const float* x, const float* w, int M, int K, int N) {
     nn::matmul_forward(y, x, w, M, K, N);
   }
-  static void MatmulBackwardInput(float* dx, const float* dy, const float* w, int M, int K,
-                                  int N, bool acc) {
+  static void MatmulBackwardInput(float* dx, const float* dy, const float* w, int M, int K, int N,
+                                  bool acc) {
     nn::matmul_backward_input(dx, dy, w, M, K, N, acc);
   }
   static void MatmulBackwardWeight(float* dw, const float* dy, const float* x, int M, int K,
@@ -49,35 +49,34 @@ struct Backend<float> {
                                    const float* rstd, int R, int C) {
     nn::rmsnorm_backward_input(dx, dy, x, w, rstd, R, C);
   }
-  static void RmsnormBackwardWeight(float* dw, const float* dy, const float* x,
-                                    const float* rstd, int R, int C) {
+  static void RmsnormBackwardWeight(float* dw, const float* dy, const float* x, const float* rstd,
+                                    int R, int C) {
     nn::rmsnorm_backward_weight(dw, dy, x, rstd, R, C);
   }
   static void RopeForward(float* out, const float* x, int B, int T, int H, int dh, double th) {
     nn::rope_forward(out, x, B, T, H, dh, static_cast<float>(th));
   }
-  static void RopeBackward(float* dx, const float* dout, int B, int T, int H, int dh,
-                           double th) {
+  static void RopeBackward(float* dx, const float* dout, int B, int T, int H, int dh, double th) {
     nn::rope_backward(dx, dout, B, T, H, dh, static_cast<float>(th));
   }
   static void AttentionForward(float* out, float* lse, const float* q, const float* k,
                                const float* v, int B, int T, int H, int Hkv, int dh) {
     nn::attention_forward(out, lse, q, k, v, B, T, H, Hkv, dh);
   }
-  static void AttentionBackward(float* dq, float* dk, float* dv, const float* dout,
-                                const float* q, const float* k, const float* v, const float* out,
-                                const float* lse, int B, int T, int H, int Hkv, int dh) {
+  static void AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                const float* k, const float* v, const float* out, const float* lse,
+                                int B, int T, int H, int Hkv, int dh) {
     nn::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, H, Hkv, dh);
   }
   static void SwigluForward(float* h, const float* a, const float* b, long n) {
     nn::swiglu_forward(h, a, b, n);
   }
-  static void SwigluBackward(float* da, float* db, const float* dh, const float* a,
-                             const float* b, long n) {
+  static void SwigluBackward(float* da, float* db, const float* dh, const float* a, const float* b,
+                             long n) {
     nn::swiglu_backward(da, db, dh, a, b, n);
   }
-  static double CrossEntropyForward(float* lse, const float* logits, const int32_t* targets,
-                                    int R, int V) {
+  static double CrossEntropyForward(float* lse, const float* logits, const int32_t* targets, int R,
+                                    int V) {
     return nn::cross_entropy_forward(lse, logits, targets, R, V);
   }
   static void CrossEntropyBackward(float* dlogits, const float* logits, const float* lse,
@@ -104,8 +103,8 @@ struct Backend<double> {
   static void RmsnormForward(T* y, T* rstd, const T* x, const T* w, int R, int C, double eps) {
     nn::ref::rmsnorm_forward(y, rstd, x, w, R, C, eps);
   }
-  static void RmsnormBackwardInput(T* dx, const T* dy, const T* x, const T* w, const T* rstd,
-                                   int R, int C) {
+  static void RmsnormBackwardInput(T* dx, const T* dy, const T* x, const T* w, const T* rstd, int R,
+                                   int C) {
     nn::ref::rmsnorm_backward_input(dx, dy, x, w, rstd, R, C);
   }
   static void RmsnormBackwardWeight(T* dw, const T* dy, const T* x, const T* rstd, int R, int C) {
@@ -132,8 +131,7 @@ struct Backend<double> {
   static void SwigluBackward(T* da, T* db, const T* dh, const T* a, const T* b, long n) {
     nn::ref::swiglu_backward(da, db, dh, a, b, n);
   }
-  static double CrossEntropyForward(T* lse, const T* logits, const int32_t* targets, int R,
-                                    int V) {
+  static double CrossEntropyForward(T* lse, const T* logits, const int32_t* targets, int R, int V) {
     return nn::ref::cross_entropy_forward(lse, logits, targets, R, V);
   }
   static void CrossEntropyBackward(T* dlogits, const T* logits, const T* lse,

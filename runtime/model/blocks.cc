@@ -23,8 +23,7 @@ void AttentionForward(const ModelConfig& cfg, const AttentionWeights<T>& w, int 
   acts->u.assign(u, u + static_cast<size_t>(n) * C);
   Resize(&acts->rstd, n);
   Resize(&acts->a, static_cast<size_t>(n) * C);
-  K::RmsnormForward(acts->a.data(), acts->rstd.data(), u, w.norm->value.data(), n, C,
-                    cfg.norm_eps);
+  K::RmsnormForward(acts->a.data(), acts->rstd.data(), u, w.norm->value.data(), n, C, cfg.norm_eps);
   std::vector<T> q(static_cast<size_t>(n) * H * dh), k(static_cast<size_t>(n) * Hkv * dh);
   Resize(&acts->v, k.size());
   K::MatmulForward(q.data(), acts->a.data(), w.wq->value.data(), n, C, H * dh);
@@ -59,8 +58,7 @@ void AttentionBackwardInput(const ModelConfig& cfg, const AttentionWeights<T>& w
   K::RopeBackward(acts->dq.data(), acts->dq.data(), B, Tl, H, dh, cfg.rope_theta);
   K::RopeBackward(acts->dk.data(), acts->dk.data(), B, Tl, Hkv, dh, cfg.rope_theta);
   Resize(&acts->da, static_cast<size_t>(n) * C);
-  K::MatmulBackwardInput(acts->da.data(), acts->dq.data(), w.wq->value.data(), n, C, H * dh,
-                         false);
+  K::MatmulBackwardInput(acts->da.data(), acts->dq.data(), w.wq->value.data(), n, C, H * dh, false);
   K::MatmulBackwardInput(acts->da.data(), acts->dk.data(), w.wk->value.data(), n, C, Hkv * dh,
                          true);
   K::MatmulBackwardInput(acts->da.data(), acts->dv.data(), w.wv->value.data(), n, C, Hkv * dh,
@@ -84,8 +82,8 @@ void AttentionBackwardWeight(const ModelConfig& cfg, const AttentionWeights<T>& 
   K::MatmulBackwardWeight(w.wq->grad.data(), acts.dq.data(), acts.a.data(), n, C, H * dh);
   K::MatmulBackwardWeight(w.wk->grad.data(), acts.dk.data(), acts.a.data(), n, C, Hkv * dh);
   K::MatmulBackwardWeight(w.wv->grad.data(), acts.dv.data(), acts.a.data(), n, C, Hkv * dh);
-  K::RmsnormBackwardWeight(w.norm->grad.data(), acts.da.data(), acts.u.data(), acts.rstd.data(),
-                           n, C);
+  K::RmsnormBackwardWeight(w.norm->grad.data(), acts.da.data(), acts.u.data(), acts.rstd.data(), n,
+                           C);
 }
 
 template <typename T>
@@ -96,8 +94,7 @@ void MlpForward(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* 
   acts->u.assign(u, u + static_cast<size_t>(n) * C);
   Resize(&acts->rstd, n);
   Resize(&acts->a, static_cast<size_t>(n) * C);
-  K::RmsnormForward(acts->a.data(), acts->rstd.data(), u, w.norm->value.data(), n, C,
-                    cfg.norm_eps);
+  K::RmsnormForward(acts->a.data(), acts->rstd.data(), u, w.norm->value.data(), n, C, cfg.norm_eps);
   Resize(&acts->h1, static_cast<size_t>(n) * F);
   Resize(&acts->h3, static_cast<size_t>(n) * F);
   Resize(&acts->g, static_cast<size_t>(n) * F);
@@ -108,8 +105,8 @@ void MlpForward(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* 
 }
 
 template <typename T>
-void MlpBackwardInput(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* d_out,
-                      T* du, MlpActs<T>* acts) {
+void MlpBackwardInput(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* d_out, T* du,
+                      MlpActs<T>* acts) {
   using K = Backend<T>;
   const int C = cfg.d_model, F = cfg.d_ff, n = B * cfg.seq_len;
   acts->d_out.assign(d_out, d_out + static_cast<size_t>(n) * C);
@@ -117,8 +114,8 @@ void MlpBackwardInput(const ModelConfig& cfg, const MlpWeights<T>& w, int B, con
   K::MatmulBackwardInput(dg.data(), d_out, w.w2->value.data(), n, F, C, false);
   Resize(&acts->dh1, dg.size());
   Resize(&acts->dh3, dg.size());
-  K::SwigluBackward(acts->dh1.data(), acts->dh3.data(), dg.data(), acts->h1.data(),
-                    acts->h3.data(), static_cast<long>(n) * F);
+  K::SwigluBackward(acts->dh1.data(), acts->dh3.data(), dg.data(), acts->h1.data(), acts->h3.data(),
+                    static_cast<long>(n) * F);
   Resize(&acts->da, static_cast<size_t>(n) * C);
   K::MatmulBackwardInput(acts->da.data(), acts->dh1.data(), w.w1->value.data(), n, C, F, false);
   K::MatmulBackwardInput(acts->da.data(), acts->dh3.data(), w.w3->value.data(), n, C, F, true);
@@ -136,22 +133,22 @@ void MlpBackwardWeight(const ModelConfig& cfg, const MlpWeights<T>& w, int B,
   K::MatmulBackwardWeight(w.w2->grad.data(), acts.d_out.data(), acts.g.data(), n, F, C);
   K::MatmulBackwardWeight(w.w1->grad.data(), acts.dh1.data(), acts.a.data(), n, C, F);
   K::MatmulBackwardWeight(w.w3->grad.data(), acts.dh3.data(), acts.a.data(), n, C, F);
-  K::RmsnormBackwardWeight(w.norm->grad.data(), acts.da.data(), acts.u.data(), acts.rstd.data(),
-                           n, C);
+  K::RmsnormBackwardWeight(w.norm->grad.data(), acts.da.data(), acts.u.data(), acts.rstd.data(), n,
+                           C);
 }
 
-#define XHC_INSTANTIATE_BLOCKS(T)                                                             \
-  template void AttentionForward<T>(const ModelConfig&, const AttentionWeights<T>&, int,     \
-                                    const T*, T*, AttentionActs<T>*);                        \
-  template void AttentionBackwardInput<T>(const ModelConfig&, const AttentionWeights<T>&, int, \
-                                          const T*, T*, AttentionActs<T>*);                  \
-  template void AttentionBackwardWeight<T>(const ModelConfig&, const AttentionWeights<T>&,   \
-                                           int, const AttentionActs<T>&);                    \
-  template void MlpForward<T>(const ModelConfig&, const MlpWeights<T>&, int, const T*, T*,   \
-                              MlpActs<T>*);                                                  \
-  template void MlpBackwardInput<T>(const ModelConfig&, const MlpWeights<T>&, int, const T*, \
-                                    T*, MlpActs<T>*);                                        \
-  template void MlpBackwardWeight<T>(const ModelConfig&, const MlpWeights<T>&, int,          \
+#define XHC_INSTANTIATE_BLOCKS(T)                                                                  \
+  template void AttentionForward<T>(const ModelConfig&, const AttentionWeights<T>&, int, const T*, \
+                                    T*, AttentionActs<T>*);                                        \
+  template void AttentionBackwardInput<T>(const ModelConfig&, const AttentionWeights<T>&, int,     \
+                                          const T*, T*, AttentionActs<T>*);                        \
+  template void AttentionBackwardWeight<T>(const ModelConfig&, const AttentionWeights<T>&, int,    \
+                                           const AttentionActs<T>&);                               \
+  template void MlpForward<T>(const ModelConfig&, const MlpWeights<T>&, int, const T*, T*,         \
+                              MlpActs<T>*);                                                        \
+  template void MlpBackwardInput<T>(const ModelConfig&, const MlpWeights<T>&, int, const T*, T*,   \
+                                    MlpActs<T>*);                                                  \
+  template void MlpBackwardWeight<T>(const ModelConfig&, const MlpWeights<T>&, int,                \
                                      const MlpActs<T>&);
 
 XHC_INSTANTIATE_BLOCKS(float)

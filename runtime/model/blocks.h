@@ -34,14 +34,14 @@ struct MlpWeights {
 template <typename T>
 struct AttentionActs {
   // Forward (n = B·T tokens).
-  std::vector<T> u;      // (n, C) input
-  std::vector<T> rstd;   // (n)
-  std::vector<T> a;      // (n, C) normalised input
-  std::vector<T> qr;     // (n, H·dh) after RoPE
-  std::vector<T> kr;     // (n, Hkv·dh) after RoPE
-  std::vector<T> v;      // (n, Hkv·dh)
-  std::vector<T> att;    // (n, H·dh)
-  std::vector<T> lse;    // (B, H, T)
+  std::vector<T> u;     // (n, C) input
+  std::vector<T> rstd;  // (n)
+  std::vector<T> a;     // (n, C) normalised input
+  std::vector<T> qr;    // (n, H·dh) after RoPE
+  std::vector<T> kr;    // (n, Hkv·dh) after RoPE
+  std::vector<T> v;     // (n, Hkv·dh)
+  std::vector<T> att;   // (n, H·dh)
+  std::vector<T> lse;   // (B, H, T)
   // Stashed by the input-gradient pass for the weight pass.
   std::vector<T> d_out;  // (n, C)
   std::vector<T> dq;     // (n, H·dh) before RoPE
@@ -75,8 +75,8 @@ template <typename T>
 void MlpForward(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* u, T* out,
                 MlpActs<T>* acts);
 template <typename T>
-void MlpBackwardInput(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* d_out,
-                      T* du, MlpActs<T>* acts);
+void MlpBackwardInput(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* d_out, T* du,
+                      MlpActs<T>* acts);
 template <typename T>
 void MlpBackwardWeight(const ModelConfig& cfg, const MlpWeights<T>& w, int B,
                        const MlpActs<T>& acts);

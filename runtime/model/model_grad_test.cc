@@ -102,10 +102,8 @@ TEST_P(ModelGrad, FloatModelMatchesDoubleModel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Residuals, ModelGrad,
-    ::testing::ValuesIn(AllVariants()),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Residuals, ModelGrad, ::testing::ValuesIn(AllVariants()),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace xhc::model

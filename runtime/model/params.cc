@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "base/hash.h"
 
 namespace xhc::model {
@@ -26,7 +26,7 @@ double NormalAt(uint64_t key, int64_t i) {
   const uint64_t a = Mix64(key + 2 * static_cast<uint64_t>(i));
   const uint64_t b = Mix64(key + 2 * static_cast<uint64_t>(i) + 1);
   const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
-  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;         // [0, 1)
+  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;          // [0, 1)
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
@@ -204,8 +204,7 @@ void ParamSetT<T>::ZeroGrads() {
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < count; ++k) {
     const ParamPiece<T>& piece = pieces_[k];
-    std::fill(piece.param->grad.begin() + piece.begin, piece.param->grad.begin() + piece.end,
-              T(0));
+    std::fill(piece.param->grad.begin() + piece.begin, piece.param->grad.begin() + piece.end, T(0));
   }
   acc_started_ = false;
 }

@@ -32,10 +32,10 @@ struct ParamT {
   std::vector<int64_t> shape;  // [] for scalars
   bool decay = false;          // AdamW weight decay (rank-2 matrices except embed.weight)
   std::vector<T> value;
-  std::vector<T> grad;         // after FinalizeGrads: the step's gradient (sum over
-                               // micro-batches); during a step: one micro-batch's scratch
+  std::vector<T> grad;           // after FinalizeGrads: the step's gradient (sum over
+                                 // micro-batches); during a step: one micro-batch's scratch
   std::vector<double> grad_acc;  // the step's running sum, in double (see FinalizeGrads)
-  std::vector<T> exp_avg;      // AdamW moments (allocated on the first step or on load)
+  std::vector<T> exp_avg;        // AdamW moments (allocated on the first step or on load)
   std::vector<T> exp_avg_sq;
 
   int64_t numel() const { return static_cast<int64_t>(value.size()); }

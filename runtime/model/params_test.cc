@@ -2,12 +2,13 @@
 // AccumulateGrads writes it, so these tests put NaN into grad_acc after ZeroGrads: a sweep that
 // read the old sum would carry it into the gradient.
 
+#include "runtime/model/params.h"
+
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "runtime/model/params.h"
 
 namespace xhc::model {
 namespace {
@@ -80,8 +81,8 @@ TEST(ParamSetTest, MicrobatchesSumInDoubleAndAStepForgetsTheLast) {
     for (size_t t = 0; t < g1.size(); ++t) {
       const auto& got = ps.all()[t]->grad;
       for (size_t i = 0; i < got.size(); ++i) {
-        const float want = static_cast<float>(0.0 + static_cast<double>(g1[t][i]) +
-                                              static_cast<double>(g2[t][i]));
+        const float want =
+            static_cast<float>(0.0 + static_cast<double>(g1[t][i]) + static_cast<double>(g2[t][i]));
         ASSERT_EQ(Bits(got[i]), Bits(want)) << "step " << step << " " << ps.all()[t]->name;
       }
     }

@@ -14,23 +14,24 @@ namespace xhc::model {
 
 struct PhaseTimes {
   enum Phase {
-    kEmbed,           // embedding, expand (and their backward)
-    kResidualFwd,     // residual kernels: Pre + Post
-    kSublayerFwd,     // attention / MLP forward
-    kHeadFwd,         // head reduce, final norm, LM head, loss
-    kResidualBwdIn,   // residual kernels: BackwardOut + BackwardInput (+ input rebuild)
-    kSublayerBwdIn,   // attention / MLP input gradients
-    kHeadBwd,         // head input and weight gradients
-    kResidualBwdW,    // residual kernels: BackwardWeights (+ input rebuild)
-    kSublayerBwdW,    // attention / MLP weight gradients
+    kEmbed,          // embedding, expand (and their backward)
+    kResidualFwd,    // residual kernels: Pre + Post
+    kSublayerFwd,    // attention / MLP forward
+    kHeadFwd,        // head reduce, final norm, LM head, loss
+    kResidualBwdIn,  // residual kernels: BackwardOut + BackwardInput (+ input rebuild)
+    kSublayerBwdIn,  // attention / MLP input gradients
+    kHeadBwd,        // head input and weight gradients
+    kResidualBwdW,   // residual kernels: BackwardWeights (+ input rebuild)
+    kSublayerBwdW,   // attention / MLP weight gradients
     kNumPhases
   };
   double seconds[kNumPhases] = {};
 
   static const char* Name(int p) {
     static const char* const kNames[kNumPhases] = {
-        "embed", "residual_fwd", "sublayer_fwd", "head_fwd", "residual_bwd_input",
-        "sublayer_bwd_input", "head_bwd", "residual_bwd_weights", "sublayer_bwd_weights"};
+        "embed",    "residual_fwd",         "sublayer_fwd",
+        "head_fwd", "residual_bwd_input",   "sublayer_bwd_input",
+        "head_bwd", "residual_bwd_weights", "sublayer_bwd_weights"};
     return kNames[p];
   }
 };

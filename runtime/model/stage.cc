@@ -44,9 +44,10 @@ absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx
     // xhc_flash: the later sublayers of a window share the entry's window context.
     const int pos = WindowPos(hw.config);
     if (sub_idx < pos) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "layer ", lw.layer, ": this stage starts inside an xhc_flash window (the plan must "
-          "keep each window of model.residual.window sublayers in one stage)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("layer ", lw.layer,
+                       ": this stage starts inside an xhc_flash window (the plan must "
+                       "keep each window of model.residual.window sublayers in one stage)"));
     }
     if (pos > 0) s.cache.window = st->subs[sub_idx - pos].cache.window;
     RETURN_IF_ERROR(K::Xhc::Pre(hw.config, hw.params, B, cfg_.seq_len, C, X, u.data(), &s.cache));
@@ -86,8 +87,8 @@ absl::StatusOr<double> StageModelT<T>::ForwardHead(MicrobatchState<T>* st, const
   }
   st->rstd_f.resize(n);
   st->z.resize(st->y.size());
-  K::RmsnormForward(st->z.data(), st->rstd_f.data(), st->y.data(),
-                    head_.final_norm->value.data(), n, C, cfg_.norm_eps);
+  K::RmsnormForward(st->z.data(), st->rstd_f.data(), st->y.data(), head_.final_norm->value.data(),
+                    n, C, cfg_.norm_eps);
   logits->resize(static_cast<size_t>(n) * V);
   K::MatmulForward(logits->data(), st->z.data(), head_.lm_head->value.data(), n, C, V);
   if (st->targets.empty()) return 0.0;
@@ -98,8 +99,7 @@ absl::StatusOr<double> StageModelT<T>::ForwardHead(MicrobatchState<T>* st, const
 template <typename T>
 absl::StatusOr<double> StageModelT<T>::RunForward(MicrobatchState<T>* st, int B,
                                                   const int32_t* tokens, const int32_t* targets,
-                                                  const T* x_in, T* x_out,
-                                                  std::vector<T>* logits) {
+                                                  const T* x_in, T* x_out, std::vector<T>* logits) {
   using K = Backend<T>;
   const int Tl = cfg_.seq_len, C = cfg_.d_model, N = cfg_.residual.n_streams, n = B * Tl;
   st->B = B;
@@ -171,8 +171,8 @@ absl::StatusOr<double> StageModelT<T>::Forward(int mb, int B, const int32_t* tok
 
 template <typename T>
 absl::StatusOr<double> StageModelT<T>::ForwardOnly(int B, const int32_t* tokens,
-                                                   const int32_t* targets, const T* x_in,
-                                                   T* x_out, std::vector<T>* logits) {
+                                                   const int32_t* targets, const T* x_in, T* x_out,
+                                                   std::vector<T>* logits) {
   MicrobatchState<T> st;
   std::vector<T> local;
   return RunForward(&st, B, tokens, targets, x_in, x_out, logits ? logits : &local);

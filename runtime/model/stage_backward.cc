@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/cpu/xhc/state_restore.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/stage.h"
 #include "runtime/model/stage_state.h"
-#include "kernels/cpu/xhc/state_restore.h"
 
 namespace xhc::model {
 
@@ -57,8 +57,8 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
       RETURN_IF_ERROR(
           K::Xhc::BackwardInput(hw.config, hw.params, X->data(), du.data(), dX, &s.cache));
     } else {  // the same restore, token by token inside the input pass
-      RETURN_IF_ERROR(K::Xhc::BackwardInputRestoring(hw.config, hw.params, X->data(), du.data(),
-                                                     dX, &s.cache));
+      RETURN_IF_ERROR(
+          K::Xhc::BackwardInputRestoring(hw.config, hw.params, X->data(), du.data(), dX, &s.cache));
     }
   } else {
     for (size_t i = 0; i < du.size(); ++i) dX[i] += du[i];
@@ -89,16 +89,17 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
   // Queued in backward order (last sublayer first): the weight pass rebuilds each sublayer's
   // input from X_out in the same order as the input pass did.
   st->pending_w.push_back({sub_idx, [st, sub_idx, hc, phases, weights]() -> absl::Status {
-    if (hc) {
-      PhaseScope timed(phases, PhaseTimes::kResidualBwdW);
-      // X_out's last reader, the head's weight pass, ran before this one (the queue is FIFO
-      // and BackwardHead queues first), so the weight pass takes it over instead of copying
-      // 32 MiB.
-      if (!st->X_w_ready) st->X_w = std::move(st->X_out), st->X_w_ready = true;
-      RestoreSublayerInput(*st, sub_idx, &st->X_w);
-    }
-    return weights(st->X_w.data());
-  }});
+                             if (hc) {
+                               PhaseScope timed(phases, PhaseTimes::kResidualBwdW);
+                               // X_out's last reader, the head's weight pass, ran before this one
+                               // (the queue is FIFO and BackwardHead queues first), so the weight
+                               // pass takes it over instead of copying 32 MiB.
+                               if (!st->X_w_ready)
+                                 st->X_w = std::move(st->X_out), st->X_w_ready = true;
+                               RestoreSublayerInput(*st, sub_idx, &st->X_w);
+                             }
+                             return weights(st->X_w.data());
+                           }});
   return absl::OkStatus();
 }
 
@@ -109,8 +110,8 @@ absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_sc
   const int C = cfg_.d_model, V = cfg_.vocab_size, N = cfg_.residual.n_streams;
   const int n = st->B * cfg_.seq_len;
   st->dlogits.resize(st->logits.size());
-  K::CrossEntropyBackward(st->dlogits.data(), st->logits.data(), st->lse.data(),
-                          st->targets.data(), n, V, loss_scale);
+  K::CrossEntropyBackward(st->dlogits.data(), st->logits.data(), st->lse.data(), st->targets.data(),
+                          n, V, loss_scale);
   std::vector<T> dz(static_cast<size_t>(n) * C);
   K::MatmulBackwardInput(dz.data(), st->dlogits.data(), head_.lm_head->value.data(), n, C, V,
                          false);
@@ -118,8 +119,8 @@ absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_sc
   K::RmsnormBackwardInput(st->dy.data(), dz.data(), st->y.data(), head_.final_norm->value.data(),
                           st->rstd_f.data(), n, C);
   if (N > 1) {
-    RETURN_IF_ERROR(K::Xhc::HeadBackwardInput(head_.hc, n, N, C, st->X_out.data(),
-                                              st->dy.data(), &st->head_cache, dX));
+    RETURN_IF_ERROR(K::Xhc::HeadBackwardInput(head_.hc, n, N, C, st->X_out.data(), st->dy.data(),
+                                              &st->head_cache, dX));
   } else {
     std::copy(st->dy.begin(), st->dy.end(), dX);
   }
@@ -158,8 +159,8 @@ absl::Status StageModelT<T>::RunQueuedWeights(MicrobatchState<T>* st) {
 }
 
 template <typename T>
-absl::Status StageModelT<T>::BackwardInputPass(int mb, double loss_scale, const T* dx_out,
-                                               T* dx_in, bool weights_now) {
+absl::Status StageModelT<T>::BackwardInputPass(int mb, double loss_scale, const T* dx_out, T* dx_in,
+                                               bool weights_now) {
   using K = Backend<T>;
   auto it = inflight_.find(mb);
   if (it == inflight_.end() || it->second->backward_done) {
@@ -262,16 +263,16 @@ absl::Status StageModelT<T>::BackwardWeight(int mb, const ParamsDone& done) {
   return absl::OkStatus();
 }
 
-#define XHC_INSTANTIATE_STAGE_BACKWARD(T)                                                       \
-  template absl::Status StageModelT<T>::BackwardInput(int, double, const T*, T*);              \
-  template absl::Status StageModelT<T>::Backward(int, double, const T*, T*);                   \
-  template absl::Status StageModelT<T>::BackwardInputPass(int, double, const T*, T*, bool);    \
-  template absl::Status StageModelT<T>::RunQueuedWeights(MicrobatchState<T>*);                 \
-  template absl::Status StageModelT<T>::RunQueuedWeightsByGroup(MicrobatchState<T>*,           \
-                                                                const ParamsDone&);            \
-  template absl::Status StageModelT<T>::BackwardWeight(int, const ParamsDone&);                \
-  template absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>*, int, T*,         \
-                                                         std::vector<T>*, bool);               \
+#define XHC_INSTANTIATE_STAGE_BACKWARD(T)                                                   \
+  template absl::Status StageModelT<T>::BackwardInput(int, double, const T*, T*);           \
+  template absl::Status StageModelT<T>::Backward(int, double, const T*, T*);                \
+  template absl::Status StageModelT<T>::BackwardInputPass(int, double, const T*, T*, bool); \
+  template absl::Status StageModelT<T>::RunQueuedWeights(MicrobatchState<T>*);              \
+  template absl::Status StageModelT<T>::RunQueuedWeightsByGroup(MicrobatchState<T>*,        \
+                                                                const ParamsDone&);         \
+  template absl::Status StageModelT<T>::BackwardWeight(int, const ParamsDone&);             \
+  template absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>*, int, T*,      \
+                                                         std::vector<T>*, bool);            \
   template absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>*, double, T*);
 
 XHC_INSTANTIATE_STAGE_BACKWARD(float)

@@ -53,7 +53,8 @@ template <typename T>
 void CheckRecycledMatchesFresh(const Variant& v) {
   const ModelConfig cfg = Small(v);
   const int B = 2, n = B * cfg.seq_len;
-  const std::vector<int32_t> tokens = Draw(n, cfg.vocab_size, 1), targets = Draw(n, cfg.vocab_size, 2);
+  const std::vector<int32_t> tokens = Draw(n, cfg.vocab_size, 1),
+                             targets = Draw(n, cfg.vocab_size, 2);
   auto make_params = [&] {
     auto ps = std::make_unique<ParamSetT<T>>(BuildStageParams<T>(cfg, StageSpec::Full(cfg)));
     InitParams(cfg, 7, ps.get());
@@ -68,7 +69,8 @@ void CheckRecycledMatchesFresh(const Variant& v) {
   auto ps = make_params();
   StageModelT<T> reused(cfg, StageSpec::Full(cfg), ps.get());
   // Two other micro-batches in flight at once, so two states are kept, then finished.
-  const std::vector<int32_t> other1 = Draw(n, cfg.vocab_size, 3), other2 = Draw(n, cfg.vocab_size, 4);
+  const std::vector<int32_t> other1 = Draw(n, cfg.vocab_size, 3),
+                             other2 = Draw(n, cfg.vocab_size, 4);
   ASSERT_TRUE(reused.Forward(0, B, other1.data(), other2.data(), nullptr, nullptr).ok());
   ASSERT_TRUE(reused.Forward(1, B, other2.data(), other1.data(), nullptr, nullptr).ok());
   for (int mb : {0, 1}) {
@@ -96,13 +98,15 @@ void CheckRecycledMatchesFresh(const Variant& v) {
 
 class StageRecycle : public ::testing::TestWithParam<Variant> {};
 
-TEST_P(StageRecycle, ReusedStatesGiveTheFreshBitsFloat) { CheckRecycledMatchesFresh<float>(GetParam()); }
-TEST_P(StageRecycle, ReusedStatesGiveTheFreshBitsDouble) { CheckRecycledMatchesFresh<double>(GetParam()); }
+TEST_P(StageRecycle, ReusedStatesGiveTheFreshBitsFloat) {
+  CheckRecycledMatchesFresh<float>(GetParam());
+}
+TEST_P(StageRecycle, ReusedStatesGiveTheFreshBitsDouble) {
+  CheckRecycledMatchesFresh<double>(GetParam());
+}
 
-INSTANTIATE_TEST_SUITE_P(
-    Residuals, StageRecycle,
-    ::testing::ValuesIn(AllVariants()),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Residuals, StageRecycle, ::testing::ValuesIn(AllVariants()),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace xhc::model

@@ -116,13 +116,13 @@ TEST_P(StageSplit, ThreeStagesMatchOneStageBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Residuals, StageSplit,
-    ::testing::Combine(
-        ::testing::Values(Variant{"vanilla", ResidualType::kVanilla, 1, {}},
-                          Variant{"hc", ResidualType::kHc, 3, {}},
-                          Variant{"mhc_conv", ResidualType::kMhc, 3, {2, 3}},
-                          Variant{"xhc", ResidualType::kXhc, 6, {2, 3}},
-                          Variant{"xhc_flash2", ResidualType::kXhcFlash, 6, {2, 3}, 2}),
-        ::testing::Bool(), ::testing::Bool(), ::testing::Bool()),
+    ::testing::Combine(::testing::Values(Variant{"vanilla", ResidualType::kVanilla, 1, {}},
+                                         Variant{"hc", ResidualType::kHc, 3, {}},
+                                         Variant{"mhc_conv", ResidualType::kMhc, 3, {2, 3}},
+                                         Variant{"xhc", ResidualType::kXhc, 6, {2, 3}},
+                                         Variant{
+                                             "xhc_flash2", ResidualType::kXhcFlash, 6, {2, 3}, 2}),
+                       ::testing::Bool(), ::testing::Bool(), ::testing::Bool()),
     [](const auto& info) {
       return std::string(std::get<0>(info.param).name) +
              (std::get<1>(info.param) ? "_in_place" : "_own_buffer") +

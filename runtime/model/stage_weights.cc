@@ -84,19 +84,14 @@ kernels::XhcConfig MakeXhcConfig(const ModelConfig& cfg, int layer, bool is_mlp)
   const ResidualConfig& r = cfg.residual;
   const bool all_streams = r.type == ResidualType::kMhc || r.type == ResidualType::kHc;
   switch (r.type) {
-    case ResidualType::kHc:
-      c.type = kernels::ResidualType::kHc;
-      break;
-    case ResidualType::kMhc:
-      c.type = kernels::ResidualType::kMhc;
-      break;
+    case ResidualType::kHc: c.type = kernels::ResidualType::kHc; break;
+    case ResidualType::kMhc: c.type = kernels::ResidualType::kMhc; break;
     case ResidualType::kXhcFlash:
       c.type = kernels::ResidualType::kXhcFlash;
       c.window = r.window;
       c.window_pos = (2 * layer + (is_mlp ? 1 : 0)) % r.window;
       break;
-    default:
-      c.type = kernels::ResidualType::kXhc;
+    default: c.type = kernels::ResidualType::kXhc;
   }
   c.n_streams = r.n_streams;
   c.n_active = all_streams ? r.n_streams : r.n_active;
@@ -153,9 +148,8 @@ std::vector<std::vector<ParamT<T>*>> GroupByWeightPass(const StageSpec& spec,
       // layers.<l>.<attn|attn_norm|attn_hc|mlp|mlp_norm|mlp_hc>.<...>
       const std::vector<std::string> parts = absl::StrSplit(name, '.');
       int layer = -1;
-      const int i = parts.size() > 2 && absl::SimpleAtoi(parts[1], &layer)
-                        ? layer - spec.first_layer
-                        : -1;
+      const int i =
+          parts.size() > 2 && absl::SimpleAtoi(parts[1], &layer) ? layer - spec.first_layer : -1;
       const bool attn = parts.size() > 2 && absl::StartsWith(parts[2], "attn");
       const bool mlp = parts.size() > 2 && absl::StartsWith(parts[2], "mlp");
       if (i < 0 || i >= spec.num_layers || attn == mlp) {
@@ -175,9 +169,9 @@ std::vector<std::vector<ParamT<T>*>> GroupByWeightPass(const StageSpec& spec,
 }
 
 template std::vector<std::vector<ParamT<float>*>> GroupByWeightPass(const StageSpec&,
-                                                                   const ParamSetT<float>&);
+                                                                    const ParamSetT<float>&);
 template std::vector<std::vector<ParamT<double>*>> GroupByWeightPass(const StageSpec&,
-                                                                    const ParamSetT<double>&);
+                                                                     const ParamSetT<double>&);
 template LayerWeights<float> ResolveLayer<float>(const ModelConfig&, int, const ParamSetT<float>&);
 template LayerWeights<double> ResolveLayer<double>(const ModelConfig&, int,
                                                    const ParamSetT<double>&);

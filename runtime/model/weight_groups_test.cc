@@ -103,17 +103,19 @@ TEST_P(GroupedWeightPass, HandsEachParameterOverOnceWithItsFinalSum) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Residuals, GroupedWeightPass,
-    ::testing::Combine(::testing::ValuesIn(AllVariants()),
-                       ::testing::Values(Kind::kFirst, Kind::kLast, Kind::kWhole),
-                       ::testing::Values(1, 2)),
-    [](const auto& info) {
-      const Kind kind = std::get<1>(info.param);
-      return std::string(std::get<0>(info.param).name) +
-             (kind == Kind::kFirst ? "_first" : kind == Kind::kLast ? "_last" : "_whole") + "_" +
-             std::to_string(std::get<2>(info.param)) + "mb";
-    });
+INSTANTIATE_TEST_SUITE_P(Residuals, GroupedWeightPass,
+                         ::testing::Combine(::testing::ValuesIn(AllVariants()),
+                                            ::testing::Values(Kind::kFirst, Kind::kLast,
+                                                              Kind::kWhole),
+                                            ::testing::Values(1, 2)),
+                         [](const auto& info) {
+                           const Kind kind = std::get<1>(info.param);
+                           return std::string(std::get<0>(info.param).name) +
+                                  (kind == Kind::kFirst  ? "_first"
+                                   : kind == Kind::kLast ? "_last"
+                                                         : "_whole") +
+                                  "_" + std::to_string(std::get<2>(info.param)) + "mb";
+                         });
 
 }  // namespace
 }  // namespace xhc::model

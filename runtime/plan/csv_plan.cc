@@ -11,8 +11,8 @@ namespace {
 
 // Keeps the code (kFailedPrecondition marks a deadlock) and prefixes the key and file.
 absl::Status Refuse(const std::string& source, const absl::Status& why) {
-  return absl::Status(why.code(), absl::StrCat("pipeline.schedule_csv ", source, ": ",
-                                               why.message()));
+  return absl::Status(why.code(),
+                      absl::StrCat("pipeline.schedule_csv ", source, ": ", why.message()));
 }
 
 bool HasComm(const std::vector<std::vector<scheduler::Action>>& lists) {
@@ -47,10 +47,10 @@ absl::StatusOr<JobPlan> MakePlanFromCsv(const Config& full_config, int workers,
   absl::StatusOr<scheduler::Schedule> schedule = scheduler::ScheduleFromActions(*lists);
   if (!schedule.ok()) return Refuse(source, schedule.status());
   if (schedule->num_microbatches != config.train.microbatches) {
-    return Refuse(source, absl::InvalidArgumentError(absl::StrCat(
-                              "schedules ", schedule->num_microbatches,
-                              " micro-batches but train.microbatches = ",
-                              config.train.microbatches)));
+    return Refuse(source,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "schedules ", schedule->num_microbatches,
+                      " micro-batches but train.microbatches = ", config.train.microbatches)));
   }
   if (absl::Status st = scheduler::FillPeers(*schedule, *lists); !st.ok()) {
     return Refuse(source, st);

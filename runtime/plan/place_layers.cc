@@ -58,25 +58,29 @@ absl::Status CheckPinnedEnds(const PinnedEnds& ends, int num_layers, int num_sta
                                              " model.n_layers = ", num_layers));
   }
   if (num_free == 0 && left > 0) {
-    return Invalid(ends.Keys(), absl::StrCat(
-        ends.Values(), one ? " holds " : " hold ", ends.sum(), " of model.n_layers = ", num_layers,
-        " layers, but ", where, " has only these 2 stages: no middle stage takes the other ",
-        left, "; make them add up to ", num_layers));
+    return Invalid(ends.Keys(),
+                   absl::StrCat(ends.Values(), one ? " holds " : " hold ", ends.sum(),
+                                " of model.n_layers = ", num_layers, " layers, but ", where,
+                                " has only these 2 stages: no middle stage takes the other ", left,
+                                "; make them add up to ", num_layers));
   }
   if (left < num_free * unit) {
-    return Invalid(ends.Keys(), absl::StrCat(
-        ends.Values(), one ? " leaves " : " leave ", left, " of model.n_layers = ", num_layers, " layers for the ",
-        num_free, " other stages of ", where, ": a middle stage would be empty (each needs ",
-        unit == 1 ? "a layer" : "a layer pair", "); lower ", ends.Keys(),
-        ", use more model.n_layers, or fewer stages (pipeline.workers, pipeline.chunks)"));
+    return Invalid(
+        ends.Keys(),
+        absl::StrCat(
+            ends.Values(), one ? " leaves " : " leave ", left, " of model.n_layers = ", num_layers,
+            " layers for the ", num_free, " other stages of ", where,
+            ": a middle stage would be empty (each needs ", unit == 1 ? "a layer" : "a layer pair",
+            "); lower ", ends.Keys(),
+            ", use more model.n_layers, or fewer stages (pipeline.workers, pipeline.chunks)"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-std::vector<model::StageSpec> SplitLayers(int num_layers, int num_stages,
-                                          std::optional<int> first, std::optional<int> last) {
+std::vector<model::StageSpec> SplitLayers(int num_layers, int num_stages, std::optional<int> first,
+                                          std::optional<int> last) {
   std::vector<int> counts(num_stages, -1);  // -1: not pinned
   int left = num_layers;
   if (num_stages > 1 && first) counts.front() = *first, left -= *first;
@@ -88,9 +92,8 @@ std::vector<model::StageSpec> SplitLayers(int num_layers, int num_stages,
     if (counts[s] < 0) order.push_back(s);
   }
   const double mid = (num_stages - 1) / 2.0;
-  std::stable_sort(order.begin(), order.end(), [mid](int a, int b) {
-    return std::abs(a - mid) < std::abs(b - mid);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [mid](int a, int b) { return std::abs(a - mid) < std::abs(b - mid); });
   const int num_free = static_cast<int>(order.size());
   for (int s : order) counts[s] = left / num_free;
   for (int i = 0; num_free > 0 && i < left % num_free; ++i) ++counts[order[i]];
@@ -117,22 +120,24 @@ absl::Status PlaceLayers(const Config& config, int workers, JobPlan& plan) {
   if (ends.count() > 0) {
     RETURN_IF_ERROR(CheckPinnedEnds(ends, num_layers, num_stages, unit, where));
   } else if (num_stages > num_layers) {
-    return Invalid("model.n_layers", absl::StrCat(
-        num_layers, " layers cannot fill ", num_stages, " pipeline stages (", where,
-        "); use more layers, fewer pipeline.workers, or let an end stage hold none "
-        "(pipeline.first_stage_layers / last_stage_layers: 0)"));
+    return Invalid(
+        "model.n_layers",
+        absl::StrCat(num_layers, " layers cannot fill ", num_stages, " pipeline stages (", where,
+                     "); use more layers, fewer pipeline.workers, or let an end stage hold none "
+                     "(pipeline.first_stage_layers / last_stage_layers: 0)"));
   } else if (num_stages * unit > num_layers) {
-    return Invalid("model.residual.window", absl::StrCat(
-        res.window, " keeps ", unit, " layers together, so ", num_layers,
-        " layers give at most ", num_layers / unit, " pipeline stages, but ", where,
-        " needs ", num_stages, "; use window: 2, more model.n_layers, or fewer "
-        "pipeline.workers"));
+    return Invalid("model.residual.window",
+                   absl::StrCat(res.window, " keeps ", unit, " layers together, so ", num_layers,
+                                " layers give at most ", num_layers / unit,
+                                " pipeline stages, but ", where, " needs ", num_stages,
+                                "; use window: 2, more model.n_layers, or fewer "
+                                "pipeline.workers"));
   }
   auto in_units = [unit](std::optional<int> v) -> std::optional<int> {
     return v ? std::optional<int>(*v / unit) : std::nullopt;
   };
-  plan.stages = SplitLayers(num_layers / unit, num_stages, in_units(ends.first),
-                            in_units(ends.last));
+  plan.stages =
+      SplitLayers(num_layers / unit, num_stages, in_units(ends.first), in_units(ends.last));
   for (model::StageSpec& s : plan.stages) s.first_layer *= unit, s.num_layers *= unit;
   return absl::OkStatus();
 }

@@ -31,8 +31,7 @@ absl::Status PerReplica(absl::Status status, int data_parallel, int microbatches
   if (status.ok() || data_parallel == 1) return status;
   return absl::Status(status.code(),
                       absl::StrCat(status.message(), " (per replica: train.microbatches ",
-                                   microbatches, " / pipeline.data_parallel ", data_parallel,
-                                   ")"));
+                                   microbatches, " / pipeline.data_parallel ", data_parallel, ")"));
 }
 
 absl::StatusOr<JobPlan> MakeReplicaPlan(const Config& config, int workers);
@@ -75,8 +74,8 @@ absl::StatusOr<JobPlan> MakeReplicaPlan(const Config& config, int workers) {
     if (config.train.microbatches < min_mbs) {
       return absl::InvalidArgumentError(absl::StrCat(
           "train.microbatches: ", config.train.microbatches, " is too few for pipeline.schedule ",
-          *type, " on pipeline.workers = ", workers, ": it needs train.microbatches >= ",
-          min_mbs, " (2 x workers); raise train.microbatches or lower pipeline.workers"));
+          *type, " on pipeline.workers = ", workers, ": it needs train.microbatches >= ", min_mbs,
+          " (2 x workers); raise train.microbatches or lower pipeline.workers"));
     }
   }
   absl::StatusOr<scheduler::Schedule> schedule = scheduler::BuildSchedule(request);

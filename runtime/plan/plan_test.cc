@@ -202,8 +202,9 @@ TEST(PlanUneven, BadPinsNameTheKeys) {
   Config flash = Uneven("1f1b", 12, 3, std::nullopt);
   flash.model.residual.type = ResidualType::kXhcFlash;
   flash.model.residual.window = 4;
-  expect(flash, 2, "pipeline.first_stage_layers: 3 is not a multiple of 2: "
-                   "model.residual.window 4 keeps layer pairs in one stage");
+  expect(flash, 2,
+         "pipeline.first_stage_layers: 3 is not a multiple of 2: "
+         "model.residual.window 4 keeps layer pairs in one stage");
   flash.pipeline.first_stage_layers = 2;
   absl::StatusOr<JobPlan> p = MakePlan(flash, 3);
   ASSERT_TRUE(p.ok()) << p.status();
@@ -224,8 +225,7 @@ TEST(PlanCsv, PlacementAndMessagesComeFromTheCsv) {
   EXPECT_EQ(p->schedule_csv, kOneFOneBCsv);
   EXPECT_EQ(p->schedule.type, "custom");
   // Hand-placed: rank 0 holds stages 0 and 2, rank 1 stage 1; 2 micro-batches.
-  const std::string looped =
-      "0F0,0F1,2F0,2B0,2F1,2B1,0B0,0B1\n1F0,1F1,1B0,1B1\n";
+  const std::string looped = "0F0,0F1,2F0,2B0,2F1,2B1,0B0,0B1\n1F0,1F1,1B0,1B1\n";
   p = MakePlanFromCsv(c, 2, looped, "looped.csv");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->StagesOf(0), (std::vector<int>{0, 2}));
@@ -256,8 +256,7 @@ TEST(PlanCsv, RefusesWithTheKeyAndTheGrid) {
       {"0F0,0X1\n1F0\n", 2, "csv row 0 (rank 0) cell 1"},
       {"0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n", 2, "has 1 F, 0 B, 0 I, 0 W"},
       // Rank 1 runs micro-batch 1 first while rank 0 waits for micro-batch 0's backward.
-      {"0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n", 2, ">>1F1<<",
-       absl::StatusCode::kFailedPrecondition},
+      {"0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n", 2, ">>1F1<<", absl::StatusCode::kFailedPrecondition},
       // A lowered CSV whose send is never received.
       {"0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0RECV_B1,0B0,0B1\n"
        "1RECV_F0,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n",
@@ -315,13 +314,16 @@ TEST(Plan, DataParallelGridOfReplicas) {
   ASSERT_FALSE(three.ok());
   EXPECT_EQ(three.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(three.status().message()).find("pipeline.data_parallel: 3"),
-            std::string::npos) << three.status();
+            std::string::npos)
+      << three.status();
   // Too few micro-batches per replica for DualPipeV says that the count is per replica.
   absl::StatusOr<JobPlan> dpv = MakePlan(WithPipeline("dualpipev", 4, 4), 2, 2);
   ASSERT_FALSE(dpv.ok());
-  EXPECT_NE(std::string(dpv.status().message()).find("per replica: train.microbatches 4 / "
-                                                      "pipeline.data_parallel 2"),
-            std::string::npos) << dpv.status();
+  EXPECT_NE(std::string(dpv.status().message())
+                .find("per replica: train.microbatches 4 / "
+                      "pipeline.data_parallel 2"),
+            std::string::npos)
+      << dpv.status();
 }
 
 }  // namespace

@@ -30,9 +30,9 @@ absl::Status LoadParams(const std::map<std::string, Tensor>& tensors, bool with_
       return absl::DataLossError(absl::StrCat("tensor '", name, "' missing from the checkpoint"));
     }
     if (it->second.shape != shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", name, "' has shape [", absl::StrJoin(it->second.shape, ", "),
-          "], the model expects [", absl::StrJoin(shape, ", "), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", name, "' has shape [", absl::StrJoin(it->second.shape, ", "),
+                       "], the model expects [", absl::StrJoin(shape, ", "), "]"));
     }
     return absl::OkStatus();
   };

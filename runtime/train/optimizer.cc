@@ -54,8 +54,8 @@ StepStats ApplyAdamW(const OptimConfig& optim, int64_t total_steps, int64_t step
     model::ParamT<float>* p = pieces[k].param;
     const int64_t b = pieces[k].begin;
     nn::adamw_step_one_thread(p->value.data() + b, p->grad.data() + b, p->exp_avg.data() + b,
-                              p->exp_avg_sq.data() + b, pieces[k].end - b, step + 1, lr,
-                              p->decay, clip, opt);
+                              p->exp_avg_sq.data() + b, pieces[k].end - b, step + 1, lr, p->decay,
+                              clip, opt);
   }
   return stats;
 }

@@ -8,12 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/exact_format.h"
+#include "base/status_macros.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/common/eta.h"
 #include "runtime/common/log.h"
-#include "base/exact_format.h"
-#include "base/status_macros.h"
 #include "runtime/data/sampler.h"
 #include "runtime/train/model_io.h"
 #include "runtime/train/optimizer.h"
@@ -41,8 +41,8 @@ absl::Status SaveCheckpoint(const Config& config, const std::string& out_dir, in
   if (!written.ok()) {
     AbandonCheckpoint(root, step, files).IgnoreError();
     return absl::Status(written.status().code(),
-                        absl::StrCat("checkpoint step ", step, " not committed (removed ",
-                                     step_dir, "): ", written.status().message()));
+                        absl::StrCat("checkpoint step ", step, " not committed (removed ", step_dir,
+                                     "): ", written.status().message()));
   }
   ShardRecord shard = *std::move(written);
   Manifest m;
@@ -102,17 +102,17 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
   std::error_code ec;
   fs::create_directories(options.out_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("create ", options.out_dir, ": ", ec.message()));
-  RETURN_IF_ERROR(WriteFileAtomic((fs::path(options.out_dir) / "config.yaml").string(),
-                                  config.source_yaml));
+  RETURN_IF_ERROR(
+      WriteFileAtomic((fs::path(options.out_dir) / "config.yaml").string(), config.source_yaml));
   const model::StageSpec spec = model::StageSpec::Full(config.model);
   model::ParamSetT<float> params = model::BuildStageParams<float>(config.model, spec);
   model::InitParams(config.model, config.train.seed, &params);
   TrainResult result;
   if (options.resume) {
     std::vector<std::string> warnings;
-    ASSIGN_OR_RETURN(LoadedCheckpoint ckpt,
-                     LoadNewestValid((fs::path(options.out_dir) / "checkpoints").string(),
-                                     &warnings));
+    ASSIGN_OR_RETURN(
+        LoadedCheckpoint ckpt,
+        LoadNewestValid((fs::path(options.out_dir) / "checkpoints").string(), &warnings));
     for (const std::string& w : warnings) LogWarning("%s", w);
     RETURN_IF_ERROR(LoadParams(ckpt.tensors, /*with_optim=*/true, &params));
     result.start_step = ckpt.manifest.step;
@@ -125,9 +125,9 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
   if (total == 0 && !options.resume) {
     // `--steps 0` exports the seeded initial weights as checkpoint 0, so another framework
     // can start from exactly our init (runtime/lab/bench/peer loads it into PyTorch).
-    RETURN_IF_ERROR(SaveCheckpoint(
-        config, options.out_dir, 0, params,
-        options.checkpoint_files ? *options.checkpoint_files : DefaultFileSystem()));
+    RETURN_IF_ERROR(
+        SaveCheckpoint(config, options.out_dir, 0, params,
+                       options.checkpoint_files ? *options.checkpoint_files : DefaultFileSystem()));
     return result;
   }
   const double tokens_per_step = static_cast<double>(config.train.microbatches) *
@@ -138,14 +138,14 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
     const auto t0 = Clock::now();
     StepStats stats;
     std::vector<double> mb_losses;
-    ASSIGN_OR_RETURN(double loss, TrainStep(config, sampler, step, total, &model, &params, &stats,
-                                            &mb_losses));
+    ASSIGN_OR_RETURN(double loss,
+                     TrainStep(config, sampler, step, total, &model, &params, &stats, &mb_losses));
     const double dt = Seconds(t0, Clock::now());
     train_seconds += dt;
     result.step_losses.push_back(loss);
     const int64_t done = step + 1;
-    const double tps = tokens_per_step * static_cast<double>(result.step_losses.size()) /
-                       train_seconds;
+    const double tps =
+        tokens_per_step * static_cast<double>(result.step_losses.size()) / train_seconds;
     std::string line = absl::StrFormat(
         "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, \"step_s\": %.4f, "
         "\"tokens_per_s\": %.1f",
@@ -160,8 +160,8 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
     eta.Add(done, Seconds(t0, Clock::now()), evaluate);
     metrics << line << "}\n" << std::flush;
     if (!options.quiet && (done % config.train.log_every == 0 || done == total)) {
-      std::printf("step %5d/%d  loss %.4f%s  lr %.2e  %.0f tok/s  ETA %s\n",
-                  static_cast<int>(done), static_cast<int>(total), loss,
+      std::printf("step %5d/%d  loss %.4f%s  lr %.2e  %.0f tok/s  ETA %s\n", static_cast<int>(done),
+                  static_cast<int>(total), loss,
                   line.find("val_loss") != std::string::npos
                       ? absl::StrFormat("  val %.4f", result.final_val_loss).c_str()
                       : "",

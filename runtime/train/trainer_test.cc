@@ -22,11 +22,14 @@ Config TinyConfig(const std::string& type) {
   out.close();
   const std::string yaml = absl::StrCat(
       "model: {d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 12,\n"
-      "        residual: {type: ", type, ", n_streams: ", type == "vanilla" ? 1 : 6,
+      "        residual: {type: ",
+      type, ", n_streams: ", type == "vanilla" ? 1 : 6,
       ", n_active: 3, n_fixed: 1, conv_kernels: [2, 3], sinkhorn_iters: 5}}\n"
       "optim: {lr: 0.01, warmup_steps: 2}\n"
       "train: {steps: 6, batch_size: 2, microbatches: 2, seed: 5, eval_every: 3, eval_batches: 2}\n"
-      "data: {train: ", corpus, "}\n"
+      "data: {train: ",
+      corpus,
+      "}\n"
       "checkpoint: {every: 2, keep: 2}\n");
   absl::StatusOr<Config> c = ParseConfig(yaml);
   EXPECT_TRUE(c.ok()) << c.status();
@@ -130,8 +133,8 @@ TEST(Training, DiskFullStopsAtTheCheckpointAndResumeLosesNothing) {
   fs::remove_all(straight);
   fs::remove_all(run);
   FaultFileSystem counter(DefaultFileSystem());
-  ASSERT_TRUE(RunTraining(config, {.out_dir = straight, .quiet = true,
-                                   .checkpoint_files = &counter}).ok());
+  ASSERT_TRUE(
+      RunTraining(config, {.out_dir = straight, .quiet = true, .checkpoint_files = &counter}).ok());
   // The disk fills up at the first write of the step-4 checkpoint and stays full.
   int64_t first = -1;
   for (size_t n = 0; n < counter.points().size() && first < 0; ++n) {

@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
       "{\"bytes\": %zu, \"iterations\": %d, \"memcpy_ms\": %.4f, \"process_vm_readv_ms\": %.4f, "
       "\"tcp_writer_cpu_ms\": %.4f, \"tcp_reader_cpu_ms\": %.4f, \"tcp_wall_ms\": %.4f, "
       "\"tcp_cpu_vs_readv\": %.2f}\n",
-      n, iterations, Median(copy_ms), readv_ms, tcp.writer_cpu_ms, tcp.reader_cpu_ms,
-      tcp.wall_ms, readv_ms > 0 ? tcp_cpu / readv_ms : 0.0);
+      n, iterations, Median(copy_ms), readv_ms, tcp.writer_cpu_ms, tcp.reader_cpu_ms, tcp.wall_ms,
+      readv_ms > 0 ? tcp_cpu / readv_ms : 0.0);
   return 0;
 }

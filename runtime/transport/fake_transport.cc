@@ -54,10 +54,8 @@ struct World {
   std::mutex mu;
   std::condition_variable changed;
   // Unmatched operations by (sender, receiver, tag), oldest first.
-  std::map<std::tuple<int, int, uint64_t>, std::deque<std::shared_ptr<Op>>> sends
-     ;
-  std::map<std::tuple<int, int, uint64_t>, std::deque<std::shared_ptr<Op>>> recvs
-     ;
+  std::map<std::tuple<int, int, uint64_t>, std::deque<std::shared_ptr<Op>>> sends;
+  std::map<std::tuple<int, int, uint64_t>, std::deque<std::shared_ptr<Op>>> recvs;
   std::vector<absl::Status> failure;  // per rank: first failure
   std::map<int64_t, Round> rounds;
 
@@ -150,9 +148,7 @@ absl::Status FakeRequest::Wait(absl::Duration timeout) {
   Op& op = *op_;
   const std::string what = "waiting for " + op.Describe();
   WorldLock lock(w);
-  auto settled = [&]() {
-    return op.done || !w.failure[op.owner].ok() || !w.failure[op.peer].ok();
-  };
+  auto settled = [&]() { return op.done || !w.failure[op.owner].ok() || !w.failure[op.peer].ok(); };
   const bool in_time = lock.Await(settled, timeout);
   absl::Status status = w.Check(op.owner, what);
   if (status.ok() && op.done) {

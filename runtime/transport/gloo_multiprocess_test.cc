@@ -149,12 +149,14 @@ TEST(GlooMultiprocessTest, SendToAPeerThatLeftIsAnErrorNotASigpipe) {
   absl::Status status;
   int sends = 0;
   for (; sends < 64 && status.ok(); ++sends) {
-    absl::StatusOr<std::unique_ptr<Request>> send = (*transport)->Isend(
-        1, MakeTag(TagKind::kForwardActivation, 0, sends), payload.data(), payload.size());
+    absl::StatusOr<std::unique_ptr<Request>> send =
+        (*transport)
+            ->Isend(1, MakeTag(TagKind::kForwardActivation, 0, sends), payload.data(),
+                    payload.size());
     status = send.ok() ? (*send)->Wait(absl::Seconds(10)) : send.status();
   }
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status << " after " << sends
-                                                           << " sends";
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable)
+      << status << " after " << sends << " sends";
   EXPECT_TRUE(absl::StrContains(status.message(), "rank 1")) << status;
   struct sigaction now = {};
   ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &now), 0);

@@ -28,7 +28,7 @@ void OnEveryRank(int world_size, Fn fn) {
 
 // `same_host_copy`: GlooTransportOptions::same_host_copy of every rank.
 inline std::vector<std::unique_ptr<GlooTransport>> MakeGlooWorld(int world_size,
-                                                                  bool same_host_copy) {
+                                                                 bool same_host_copy) {
   static MemoryKvStore* store = new MemoryKvStore();  // shared; each world has its own prefix
   static std::atomic<int> num_worlds{0};
   const std::string prefix = absl::StrCat("test-world-", num_worlds.fetch_add(1), "/");

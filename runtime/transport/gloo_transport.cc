@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/common/error.h"
@@ -18,7 +19,6 @@
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "runtime/common/log.h"
-#include "base/status_macros.h"
 #include "runtime/transport/gloo_kv_store_adapter.h"
 #include "runtime/transport/peer_memory.h"
 #include "runtime/transport/pull_receiver.h"
@@ -337,9 +337,8 @@ absl::Status GlooTransport::ProbeSameHost(bool enabled, absl::Duration timeout) 
       if (peer == rank_) continue;
       recvs.push_back(context_->createUnboundBuffer(in + peer, bytes));
       recvs.back()->recv(peer, slot);
-      sends.push_back(context_->createUnboundBuffer(const_cast<void*>(
-                                                        static_cast<const void*>(out + peer)),
-                                                    bytes));
+      sends.push_back(context_->createUnboundBuffer(
+          const_cast<void*>(static_cast<const void*>(out + peer)), bytes));
       sends.back()->send(peer, slot);
     }
     for (auto& b : recvs) b->waitRecv(nullptr, gloo_timeout);

@@ -150,7 +150,7 @@ class GlooTransport : public Transport {
   std::atomic<uint64_t> probe_nonce_{0};
   std::vector<std::unique_ptr<PullReceiver>> pullers_;
   std::vector<bool> pulled_by_;
-  std::vector<uint64_t> next_seq_;     // used by the post thread only
+  std::vector<uint64_t> next_seq_;  // used by the post thread only
   // Makes the posts (declared last: joined before anything above goes).
   PostThread poster_;
 };

@@ -21,7 +21,7 @@ class MemoryKvStore : public KvStore {
 
  private:
   std::mutex mu_;
-  std::condition_variable changed_;               // notified on every Set
+  std::condition_variable changed_;            // notified on every Set
   std::map<std::string, std::string> values_;  // guarded by mu_
 };
 

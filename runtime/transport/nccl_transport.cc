@@ -7,8 +7,8 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/cuda_status.h"
 #include "base/status_macros.h"
+#include "kernels/cuda/cuda_status.h"
 
 namespace xhc {
 namespace {
@@ -118,11 +118,12 @@ class NcclTransport : public Transport {
     }
     if (!IsValidTag(tag)) return absl::InvalidArgumentError("tag not made by MakeTag");
     if (comm_->failed.load()) return comm_->first_error;
-    const std::string what = absl::StrCat(send ? "send to" : "recv from", " rank ", peer, " (",
-                                          TagToString(tag), ")");
+    const std::string what =
+        absl::StrCat(send ? "send to" : "recv from", " rank ", peer, " (", TagToString(tag), ")");
     std::lock_guard<std::mutex> lock(comm_->mu);
-    const ncclResult_t r = send ? ncclSend(data, count, ncclFloat32, peer, comm_->comm, comm_->stream)
-                                : ncclRecv(data, count, ncclFloat32, peer, comm_->comm, comm_->stream);
+    const ncclResult_t r =
+        send ? ncclSend(data, count, ncclFloat32, peer, comm_->comm, comm_->stream)
+             : ncclRecv(data, count, ncclFloat32, peer, comm_->comm, comm_->stream);
     if (r != ncclSuccess) return cuda::NcclToStatus(r, what.c_str());
     cudaEvent_t done;
     CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
@@ -135,8 +136,8 @@ class NcclTransport : public Transport {
     cudaEvent_t done;
     {
       std::lock_guard<std::mutex> lock(comm_->mu);
-      NCCL_RETURN_IF_ERROR(ncclAllReduce(data, data, count, type, ncclSum, comm_->comm,
-                                         comm_->stream));
+      NCCL_RETURN_IF_ERROR(
+          ncclAllReduce(data, data, count, type, ncclSum, comm_->comm, comm_->stream));
       CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
       CUDA_RETURN_IF_ERROR(cudaEventRecord(done, comm_->stream));
     }
@@ -154,8 +155,8 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateNcclTransport(const NcclTranspo
                                                                KvStore* store) {
   ASSIGN_OR_RETURN(int devices, cuda::CudaDeviceCount());
   if (devices <= o.device) {
-    return absl::UnavailableError(absl::StrCat("NCCL transport: no CUDA device ", o.device,
-                                               " (", devices, " visible)"));
+    return absl::UnavailableError(
+        absl::StrCat("NCCL transport: no CUDA device ", o.device, " (", devices, " visible)"));
   }
   CUDA_RETURN_IF_ERROR(cudaSetDevice(o.device));
   const std::string key = o.store_prefix + "nccl-unique-id";

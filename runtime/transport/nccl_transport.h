@@ -23,7 +23,7 @@ namespace xhc {
 struct NcclTransportOptions {
   int rank = 0;
   int world_size = 1;
-  int device = 0;                        // CUDA device ordinal
+  int device = 0;  // CUDA device ordinal
   std::string store_prefix = "xhc/nccl/";
   absl::Duration connect_timeout = absl::Seconds(60);
 };

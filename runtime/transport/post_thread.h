@@ -56,9 +56,9 @@ class PostThread {
   std::condition_variable queued_;  // a job was queued, or the thread must stop
   std::condition_variable ran_;     // a job finished, or Interrupt()
   std::deque<std::pair<Id, std::function<void()>>> queue_;  // guarded by mu_
-  Id next_id_ = 1;                                           // guarded by mu_
-  Id running_ = 0;                                           // 0: none; guarded by mu_
-  bool stop_ = false, interrupted_ = false;                  // guarded by mu_
+  Id next_id_ = 1;                                          // guarded by mu_
+  Id running_ = 0;                                          // 0: none; guarded by mu_
+  bool stop_ = false, interrupted_ = false;                 // guarded by mu_
   std::thread thread_;  // last: started once everything above is built
 };
 

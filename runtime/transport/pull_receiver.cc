@@ -25,8 +25,7 @@ uint64_t ack_word = 0;
 }  // namespace
 
 PullReceiver::PullReceiver(std::shared_ptr<gloo::Context> context, int peer, pid_t peer_pid,
-                           uint64_t nonce_addr, uint64_t nonce, ErrorHook on_error,
-                           FailHook fail)
+                           uint64_t nonce_addr, uint64_t nonce, ErrorHook on_error, FailHook fail)
     : context_(std::move(context)),
       peer_(peer),
       peer_pid_(peer_pid),

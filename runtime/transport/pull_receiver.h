@@ -42,8 +42,8 @@ namespace xhc {
 // What crosses the pair's descriptor slot for one message (plain bytes; same build).
 struct PullDescriptor {
   uint64_t tag = 0;
-  uint64_t seq = 0;    // the sender's count of same-host messages to this peer
-  uint64_t addr = 0;   // the payload in the sender's address space
+  uint64_t seq = 0;   // the sender's count of same-host messages to this peer
+  uint64_t addr = 0;  // the payload in the sender's address space
   uint64_t bytes = 0;
 };
 
@@ -69,7 +69,7 @@ class PullReceiver {
     uint64_t tag = 0;
     float* dst = nullptr;
     size_t bytes = 0;
-    bool done = false;      // guarded by the receiver's mutex, as are the fields below
+    bool done = false;  // guarded by the receiver's mutex, as are the fields below
     bool copying = false;
     bool aborted = false;
     absl::Status status;
@@ -119,11 +119,11 @@ class PullReceiver {
   const FailHook fail_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  absl::flat_hash_map<uint64_t, std::deque<Pending*>> posted_;          // guarded by mu_
+  absl::flat_hash_map<uint64_t, std::deque<Pending*>> posted_;         // guarded by mu_
   absl::flat_hash_map<uint64_t, std::deque<PullDescriptor>> arrived_;  // guarded by mu_
-  absl::Status failed_;                                                 // guarded by mu_
-  bool stop_ = false;                                                   // guarded by mu_
-  uint64_t pulled_ = 0;                                                 // guarded by mu_
+  absl::Status failed_;                                                // guarded by mu_
+  bool stop_ = false;                                                  // guarded by mu_
+  uint64_t pulled_ = 0;                                                // guarded by mu_
   PullDescriptor incoming_;  // written by gloo, read by the thread
   std::unique_ptr<gloo::transport::UnboundBuffer> incoming_buffer_;
   std::thread thread_;  // last: started once everything above is built

@@ -21,7 +21,7 @@ namespace xhc {
 namespace {
 
 constexpr size_t kLarge = kPullMinBytes / sizeof(float) * 4;  // 256 KiB: the same-host path
-constexpr size_t kSmall = 64;                                  // 256 bytes: TCP
+constexpr size_t kSmall = 64;                                 // 256 bytes: TCP
 
 std::vector<float> Stamped(size_t count, float base) {
   std::vector<float> v(count);

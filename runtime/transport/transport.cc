@@ -7,16 +7,11 @@ namespace {
 
 const char* KindName(TagKind kind) {
   switch (kind) {
-    case TagKind::kForwardActivation:
-      return "fwd";
-    case TagKind::kBackwardGradient:
-      return "bwd";
-    case TagKind::kMirrorGradient:
-      return "mirror-grad";
-    case TagKind::kReplicaGradient:
-      return "replica-grad";
-    case TagKind::kGradNorm:
-      return "grad-norm";
+    case TagKind::kForwardActivation: return "fwd";
+    case TagKind::kBackwardGradient: return "bwd";
+    case TagKind::kMirrorGradient: return "mirror-grad";
+    case TagKind::kReplicaGradient: return "replica-grad";
+    case TagKind::kGradNorm: return "grad-norm";
   }
   return nullptr;
 }

@@ -14,9 +14,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/median.h"
 #include "gloo/context.h"
 #include "gloo/transport/unbound_buffer.h"
-#include "base/median.h"
 #include "runtime/transport/gloo_transport.h"
 #include "runtime/transport/memory_kv_store.h"
 

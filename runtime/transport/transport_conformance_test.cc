@@ -188,7 +188,8 @@ TEST_P(TransportConformanceTest, RejectsBadArguments) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TransportConformanceTest, ::testing::Values("gloo", "gloo_tcp", "fake"),
+INSTANTIATE_TEST_SUITE_P(Backends, TransportConformanceTest,
+                         ::testing::Values("gloo", "gloo_tcp", "fake"),
                          [](const auto& info) { return info.param; });
 
 TEST(TagTest, RoundTripsAndNamesItself) {

@@ -20,7 +20,7 @@ absl::Status GrpcKvStore::Set(const std::string& key, const std::string& value) 
 }
 
 absl::StatusOr<std::vector<std::string>> GrpcKvStore::Get(const std::vector<std::string>& keys,
-                                                         absl::Duration timeout) {
+                                                          absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     if (cancelled_ && cancelled_()) {

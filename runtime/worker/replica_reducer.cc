@@ -26,8 +26,8 @@ ReplicaReducer::~ReplicaReducer() {
 
 absl::Status ReplicaReducer::Launch(int stage, model::ParamSetT<float>* params) {
   if (pending_.count(stage)) {
-    return absl::InternalError(absl::StrCat("replica gradient of stage ", stage,
-                                            " launched twice in one step"));
+    return absl::InternalError(
+        absl::StrCat("replica gradient of stage ", stage, " launched twice in one step"));
   }
   params->MaterializeSums();
   Pending& p = pending_[stage];
@@ -47,13 +47,13 @@ absl::Status ReplicaReducer::Launch(int stage, model::ParamSetT<float>* params) 
     const uint64_t tag = MakeTag(TagKind::kReplicaGradient, stage, static_cast<int>(bucket));
     for (int r = 0; r < num_replicas(); ++r) {
       if (r == replica_) continue;
-      ASSIGN_OR_RETURN(auto recv, transport_->Irecv(group_[r], tag,
-                                                    reinterpret_cast<float*>(&p.partial[r][begin]),
-                                                    2 * count));
+      ASSIGN_OR_RETURN(
+          auto recv, transport_->Irecv(group_[r], tag,
+                                       reinterpret_cast<float*>(&p.partial[r][begin]), 2 * count));
       p.requests.push_back(std::move(recv));
-      ASSIGN_OR_RETURN(auto send, transport_->Isend(group_[r], tag,
-                                                    reinterpret_cast<const float*>(&mine[begin]),
-                                                    2 * count));
+      ASSIGN_OR_RETURN(
+          auto send, transport_->Isend(group_[r], tag, reinterpret_cast<const float*>(&mine[begin]),
+                                       2 * count));
       p.requests.push_back(std::move(send));
     }
   }

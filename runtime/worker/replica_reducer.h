@@ -35,8 +35,8 @@ class ReplicaReducer {
   // this process is group[replica]. `bucket_doubles` bounds one message (the stage's
   // gradient is cut into buckets so each message stays moderate). `transport` must outlive
   // the reducer.
-  ReplicaReducer(Transport* transport, std::vector<int> group, int replica,
-                 absl::Duration timeout, size_t bucket_doubles = kDefaultBucketDoubles);
+  ReplicaReducer(Transport* transport, std::vector<int> group, int replica, absl::Duration timeout,
+                 size_t bucket_doubles = kDefaultBucketDoubles);
   // Pending exchanges are waited for (their buffers are in use by the engine).
   ~ReplicaReducer();
 

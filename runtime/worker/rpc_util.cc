@@ -4,8 +4,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/checkpoint/file_io.h"
 #include "base/status_macros.h"
+#include "runtime/checkpoint/file_io.h"
 
 namespace xhc::worker {
 
@@ -40,12 +40,14 @@ std::string ExplainTlsFailure(const grpc::Status& s, const ClientTls& tls) {
   if (Contains(m, "certificate verify failed")) {
     return absl::StrCat(
         " (TLS: this worker does not trust the controller's certificate: it is not signed by "
-        "--tls-ca ", tls.ca, ", or its subjectAltName does not name the controller's address)");
+        "--tls-ca ",
+        tls.ca, ", or its subjectAltName does not name the controller's address)");
   }
   if (Contains(m, "handshake")) {
-    return absl::StrCat(" (TLS handshake with the controller failed: does the controller serve "
-                        "TLS (--tls-cert/--tls-key) with a certificate signed by --tls-ca ",
-                        tls.ca, "?)");
+    return absl::StrCat(
+        " (TLS handshake with the controller failed: does the controller serve "
+        "TLS (--tls-cert/--tls-key) with a certificate signed by --tls-ca ",
+        tls.ca, "?)");
   }
   // With TLS 1.3 the client's half of the handshake completes before the server checks the
   // client's certificate; a controller that refuses it closes the connection on the first
@@ -56,10 +58,12 @@ std::string ExplainTlsFailure(const grpc::Status& s, const ClientTls& tls) {
       return " (TLS: the controller closed the connection after the handshake: it requires a "
              "client certificate (--tls-client-ca); pass --tls-cert and --tls-key)";
     }
-    return absl::StrCat(" (TLS: the controller closed the connection after the handshake: it "
-                        "refused this worker's client certificate --tls-cert ", tls.cert,
-                        ", which must be signed by the CA the controller was given as "
-                        "--tls-client-ca)");
+    return absl::StrCat(
+        " (TLS: the controller closed the connection after the handshake: it "
+        "refused this worker's client certificate --tls-cert ",
+        tls.cert,
+        ", which must be signed by the CA the controller was given as "
+        "--tls-client-ca)");
   }
   return "";
 }
@@ -72,9 +76,10 @@ std::string ExplainUnreachable(const grpc::Status& s, const ClientTls& tls, doub
   } else if (tls.ca.empty()) {
     // A plaintext HTTP/2 preface to a TLS server fails its handshake; it drops the
     // connection, and this side sees only a closed socket.
-    absl::StrAppend(&why, ": the controller closes the connection; if it serves TLS, pass "
-                          "--tls-ca (and --tls-cert/--tls-key if it requires client "
-                          "certificates))");
+    absl::StrAppend(&why,
+                    ": the controller closes the connection; if it serves TLS, pass "
+                    "--tls-ca (and --tls-cert/--tls-key if it requires client "
+                    "certificates))");
   } else {
     absl::StrAppend(&why, ")");
   }

@@ -13,9 +13,7 @@ namespace {
 using scheduler::Action;
 using scheduler::ActionType;
 
-std::string Name(const char* what, int stage, int mb) {
-  return absl::StrCat(what, stage, ".", mb);
-}
+std::string Name(const char* what, int stage, int mb) { return absl::StrCat(what, stage, ".", mb); }
 
 // A receive's post that took this long did work (PostRecv); shorter ones make no span.
 constexpr absl::Duration kTimedPost = absl::Microseconds(20);
@@ -154,7 +152,8 @@ absl::Status StageExecutor::PostRecv(bool forward, int stage, int mb, int peer) 
   // (GlooTransport's same-host path, its descriptor here before the receive), the post
   // copies it on this thread (PERF.md 134). The usual post (microseconds) makes no span.
   const absl::Time t0 = absl::Now();
-  ASSIGN_OR_RETURN(recv.request, transport_->Irecv(peer, tag, recv.buffer.data(), recv.buffer.size()));
+  ASSIGN_OR_RETURN(recv.request,
+                   transport_->Irecv(peer, tag, recv.buffer.data(), recv.buffer.size()));
   const absl::Time t1 = absl::Now();
   if (t1 - t0 >= kTimedPost) {
     AddSpan(Name(forward ? "post recv F" : "post recv B", stage, mb), kComm, t0, t1);
@@ -201,7 +200,8 @@ absl::Status StageExecutor::PostSend(bool forward, int stage, int mb, int peer) 
 }
 
 absl::Status StageExecutor::Forward(int stage, int mb, int64_t step) {
-  if (!batches_.count(mb)) batches_[mb] = sampler_.Train(step, plan_.GlobalMicrobatch(replica_, mb));
+  if (!batches_.count(mb))
+    batches_[mb] = sampler_.Train(step, plan_.GlobalMicrobatch(replica_, mb));
   const TokenBatch& batch = batches_[mb];
   std::vector<float> input;
   if (stage > 0) {

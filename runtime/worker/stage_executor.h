@@ -40,8 +40,8 @@
 namespace xhc::worker {
 
 struct StepOutcome {
-  std::map<int, double> losses;     // micro-batch → loss (loss-stage holders only)
-  std::vector<double> val_losses;   // per eval batch (loss-stage holders, when evaluating)
+  std::map<int, double> losses;    // micro-batch → loss (loss-stage holders only)
+  std::vector<double> val_losses;  // per eval batch (loss-stage holders, when evaluating)
   // comm_wait_s: transfers the rank waited for after their data existed (exposed
   // communication); peer_wait_s: waits for peers still computing (dependencies, imbalance).
   double step_s = 0, compute_s = 0, comm_wait_s = 0, peer_wait_s = 0;
@@ -107,8 +107,8 @@ class StageExecutor {
   absl::Status FinishMirror(int stage);
   absl::Status FinishMirrors();
   absl::StatusOr<std::vector<float>> TakeInput(std::map<Key, PendingRecv>* recvs,
-                                               std::map<Key, std::vector<float>>* local,
-                                               Key key, const char* what);
+                                               std::map<Key, std::vector<float>>* local, Key key,
+                                               const char* what);
   absl::Status Evaluate(StepOutcome* out);
   absl::Status FinishSends();
   void AddSpan(const std::string& name, int track, absl::Time start, absl::Time end);
@@ -144,12 +144,12 @@ class StageExecutor {
   struct MirrorExchange {
     int peer = -1;  // world rank of the other replica
     std::vector<std::vector<double>> theirs;
-    std::vector<std::unique_ptr<Request>> recvs;  // empty: none in flight
-    std::vector<std::unique_ptr<Request>> sends;  // by parameter index; null: not yet posted
+    std::vector<std::unique_ptr<Request>> recvs;       // empty: none in flight
+    std::vector<std::unique_ptr<Request>> sends;       // by parameter index; null: not yet posted
     std::map<const model::ParamT<float>*, int> index;  // parameter -> index (its tag)
-    bool reduce_grad_ran = false;  // this step
+    bool reduce_grad_ran = false;                      // this step
   };
-  std::map<int, MirrorExchange> mirrors_;  // by stage, the stages with a REDUCE_GRAD
+  std::map<int, MirrorExchange> mirrors_;   // by stage, the stages with a REDUCE_GRAD
   std::map<size_t, int> last_weight_pass_;  // action index -> a mirrored stage's last W
   // The direct norm exchange: per world rank, its (arrival time in unix us, sum of squares)
   // (this rank's: the send buffer), and the receives posted for this step (null: none).

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/nn/adamw.h"
 #include "base/status_macros.h"
+#include "kernels/cpu/nn/adamw.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/worker/stage_executor.h"
 
@@ -17,36 +17,27 @@ using scheduler::ActionType;
 absl::Status StageExecutor::Execute(const Action& a, size_t index, int64_t step) {
   // The schedule names pipeline ranks; this replica's copy of pipeline rank p is world rank
   // WorldRank(replica_, p).
-  const int peer = a.IsComm() || a.type == ActionType::kReduceGrad
-                       ? plan_.WorldRank(replica_, a.peer_rank)
-                       : -1;
+  const int peer =
+      a.IsComm() || a.type == ActionType::kReduceGrad ? plan_.WorldRank(replica_, a.peer_rank) : -1;
   const bool last_w = last_weight_pass_.count(index) > 0;
   switch (a.type) {
-    case ActionType::kForward:
-      return Forward(a.stage_idx, a.microbatch_idx, step);
+    case ActionType::kForward: return Forward(a.stage_idx, a.microbatch_idx, step);
     case ActionType::kBackward:
       RETURN_IF_ERROR(BackwardInput(a.stage_idx, a.microbatch_idx));
       return BackwardWeight(a.stage_idx, a.microbatch_idx, last_w);
-    case ActionType::kBackwardInput:
-      return BackwardInput(a.stage_idx, a.microbatch_idx);
-    case ActionType::kBackwardWeight:
-      return BackwardWeight(a.stage_idx, a.microbatch_idx, last_w);
+    case ActionType::kBackwardInput: return BackwardInput(a.stage_idx, a.microbatch_idx);
+    case ActionType::kBackwardWeight: return BackwardWeight(a.stage_idx, a.microbatch_idx, last_w);
     case ActionType::kOverlapFB:
       // On CPU both halves share the cores, so they run back to back; what overlaps is
       // their communication, which is in flight (posted sends/receives) throughout.
       RETURN_IF_ERROR(Forward(a.stage_idx, a.microbatch_idx, step));
       RETURN_IF_ERROR(BackwardInput(a.bwd_stage_idx, a.bwd_microbatch_idx));
       return BackwardWeight(a.bwd_stage_idx, a.bwd_microbatch_idx, last_w);
-    case ActionType::kRecvF:
-      return PostRecv(true, a.stage_idx, a.microbatch_idx, peer);
-    case ActionType::kRecvB:
-      return PostRecv(false, a.stage_idx, a.microbatch_idx, peer);
-    case ActionType::kSendF:
-      return PostSend(true, a.stage_idx, a.microbatch_idx, peer);
-    case ActionType::kSendB:
-      return PostSend(false, a.stage_idx, a.microbatch_idx, peer);
-    case ActionType::kReduceGrad:
-      return PostMirror(a.stage_idx, peer);
+    case ActionType::kRecvF: return PostRecv(true, a.stage_idx, a.microbatch_idx, peer);
+    case ActionType::kRecvB: return PostRecv(false, a.stage_idx, a.microbatch_idx, peer);
+    case ActionType::kSendF: return PostSend(true, a.stage_idx, a.microbatch_idx, peer);
+    case ActionType::kSendB: return PostSend(false, a.stage_idx, a.microbatch_idx, peer);
+    case ActionType::kReduceGrad: return PostMirror(a.stage_idx, peer);
   }
   return absl::InternalError("unknown action type");
 }
@@ -64,9 +55,9 @@ absl::Status StageExecutor::PostMirrorRecvs() {
     for (size_t i = 0; i < params.size(); ++i) {
       m.theirs[i].resize(params[i]->grad_acc.size());
       const uint64_t tag = MakeTag(TagKind::kMirrorGradient, stage, static_cast<int>(i));
-      ASSIGN_OR_RETURN(auto recv, transport_->Irecv(m.peer, tag,
-                                                    reinterpret_cast<float*>(m.theirs[i].data()),
-                                                    2 * m.theirs[i].size()));
+      ASSIGN_OR_RETURN(auto recv,
+                       transport_->Irecv(m.peer, tag, reinterpret_cast<float*>(m.theirs[i].data()),
+                                         2 * m.theirs[i].size()));
       m.recvs.push_back(std::move(recv));
     }
   }
@@ -90,9 +81,9 @@ absl::Status StageExecutor::PostMirrorSends(int stage,
           absl::StrCat("stage ", stage, ": mirror sums of ", param->name, " sent twice"));
     }
     const uint64_t tag = MakeTag(TagKind::kMirrorGradient, stage, i);
-    ASSIGN_OR_RETURN(m.sends[i], transport_->Isend(m.peer, tag,
-                                                   reinterpret_cast<float*>(param->grad_acc.data()),
-                                                   2 * param->grad_acc.size()));
+    ASSIGN_OR_RETURN(
+        m.sends[i], transport_->Isend(m.peer, tag, reinterpret_cast<float*>(param->grad_acc.data()),
+                                      2 * param->grad_acc.size()));
   }
   return absl::OkStatus();
 }
@@ -341,13 +332,14 @@ absl::Status StageExecutor::Evaluate(StepOutcome* out) {
       model::StageModel& m = *models_.at(s);
       if (s > 0 && holder_prev != rank_) {
         state.resize(static_cast<size_t>(m.StateElements(batch.batch)));
-        ASSIGN_OR_RETURN(auto recv, transport_->Irecv(holder_prev, tag, state.data(), state.size()));
+        ASSIGN_OR_RETURN(auto recv,
+                         transport_->Irecv(holder_prev, tag, state.data(), state.size()));
         RETURN_IF_ERROR(recv->Wait(timeout_));
       }
       std::vector<float> next(s + 1 < num_stages ? m.StateElements(batch.batch) : 0);
-      ASSIGN_OR_RETURN(double loss, m.ForwardOnly(batch.batch, batch.inputs.data(),
-                                                  batch.targets.data(), state.data(), next.data(),
-                                                  nullptr));
+      ASSIGN_OR_RETURN(double loss,
+                       m.ForwardOnly(batch.batch, batch.inputs.data(), batch.targets.data(),
+                                     state.data(), next.data(), nullptr));
       if (s + 1 == num_stages) out->val_losses.push_back(loss);
       state = std::move(next);
       holder_prev = holder;

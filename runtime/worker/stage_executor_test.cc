@@ -6,6 +6,8 @@
 // a rank whose peer fails mid-step gets an error (kUnavailable), not a hang; the step-end
 // gradient norm is one exchange, its receives posted when a step starts; DualPipe posts its
 // mirror-gradient receives when a step starts and sends its sums during the last weight pass.
+#include "runtime/worker/stage_executor.h"
+
 #include <cstring>
 #include <map>
 #include <string>
@@ -18,7 +20,6 @@
 #include "runtime/data/corpus.h"
 #include "runtime/plan/plan.h"
 #include "runtime/transport/fake_transport.h"
-#include "runtime/worker/stage_executor.h"
 
 namespace xhc::worker {
 namespace {
@@ -30,26 +31,31 @@ Config MakeConfig(const std::string& residual, const std::string& schedule, int 
                   const std::string& stage_layers = "") {
   absl::StatusOr<Config> c = ParseConfig(absl::StrCat(
       "model: {d_model: 16, n_layers: 8, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 8,\n"
-      "        residual: ", residual, "}\n"
+      "        residual: ",
+      residual,
+      "}\n"
       "optim: {lr: 0.01, warmup_steps: 1}\n"
-      "train: {steps: ", kSteps, ", batch_size: 2, microbatches: 8, seed: 5, eval_every: 0}\n"
-      "pipeline: {schedule: ", schedule, ", chunks: ", chunks,
-      stage_layers.empty() ? "" : ", ", stage_layers, "}\n"));
+      "train: {steps: ",
+      kSteps,
+      ", batch_size: 2, microbatches: 8, seed: 5, eval_every: 0}\n"
+      "pipeline: {schedule: ",
+      schedule, ", chunks: ", chunks, stage_layers.empty() ? "" : ", ", stage_layers, "}\n"));
   EXPECT_TRUE(c.ok()) << c.status();
   return *c;
 }
 
 Corpus MakeCorpus() {
   Corpus c;
-  for (int i = 0; i < 20000; ++i) c.train.push_back(static_cast<uint8_t>("pipelines!"[i % 10] + i % 7));
+  for (int i = 0; i < 20000; ++i)
+    c.train.push_back(static_cast<uint8_t>("pipelines!"[i % 10] + i % 7));
   c.val = std::vector<uint8_t>(c.train.begin(), c.train.begin() + 2000);
   return c;
 }
 
 struct RunResult {
-  std::vector<std::map<int, double>> losses;      // per step: micro-batch -> loss
+  std::vector<std::map<int, double>> losses;         // per step: micro-batch -> loss
   std::map<std::string, std::vector<float>> params;  // canonical copies, by spec name
-  std::vector<absl::Status> errors;               // per rank, first failure
+  std::vector<absl::Status> errors;                  // per rank, first failure
   // Data parallelism: the parameters each replica > 0 holds that differ from replica 0's.
   std::vector<std::string> replica_mismatches;
 };
@@ -68,8 +74,8 @@ RunResult RunPipeline(const Config& config, int pipeline_ranks, int data_paralle
   RunResult out;
   out.losses.resize(kSteps);
   out.errors.assign(ranks, absl::OkStatus());
-  std::vector<std::vector<std::map<int, double>>> per_rank(ranks,
-                                                           std::vector<std::map<int, double>>(kSteps));
+  std::vector<std::vector<std::map<int, double>>> per_rank(
+      ranks, std::vector<std::map<int, double>>(kSteps));
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
@@ -141,16 +147,24 @@ TEST_P(StageExecutorTest, EveryScheduleMatchesOneRankBitForBit) {
   const RunResult want = RunPipeline(MakeConfig(residual, "1f1b", 1), 1);
   for (const absl::Status& e : want.errors) ASSERT_TRUE(e.ok()) << e;
   ASSERT_EQ(want.losses[0].size(), 8u);
-  for (const Case& c : std::vector<Case>{{"gpipe", 2},     {"gpipe", 4},  {"1f1b", 2},
-                                         {"1f1b", 4},      {"interleaved1f1b", 2, 2},
-                                         {"zb1p", 2},      {"zb1p", 4},   {"dualpipe", 2},
-                                         {"dualpipe", 4},  {"dualpipev", 2}, {"dualpipev", 4},
-                                         // Uneven stages, ends with no layer included.
-                                         {"1f1b", 4, 1, "first_stage_layers: 0, last_stage_layers: 3"},
-                                         {"dualpipev", 2, 1, "first_stage_layers: 3, last_stage_layers: 0"},
-                                         {"zb1p", 2, 1, "first_stage_layers: 1"}}) {
-    SCOPED_TRACE(absl::StrCat(residual, " ", c.schedule, " on ", c.ranks, " ranks ",
-                              c.stage_layers));
+  for (const Case& c :
+       std::vector<Case>{{"gpipe", 2},
+                         {"gpipe", 4},
+                         {"1f1b", 2},
+                         {"1f1b", 4},
+                         {"interleaved1f1b", 2, 2},
+                         {"zb1p", 2},
+                         {"zb1p", 4},
+                         {"dualpipe", 2},
+                         {"dualpipe", 4},
+                         {"dualpipev", 2},
+                         {"dualpipev", 4},
+                         // Uneven stages, ends with no layer included.
+                         {"1f1b", 4, 1, "first_stage_layers: 0, last_stage_layers: 3"},
+                         {"dualpipev", 2, 1, "first_stage_layers: 3, last_stage_layers: 0"},
+                         {"zb1p", 2, 1, "first_stage_layers: 1"}}) {
+    SCOPED_TRACE(
+        absl::StrCat(residual, " ", c.schedule, " on ", c.ranks, " ranks ", c.stage_layers));
     const RunResult got =
         RunPipeline(MakeConfig(residual, c.schedule, c.chunks, c.stage_layers), c.ranks);
     for (const absl::Status& e : got.errors) ASSERT_TRUE(e.ok()) << e;
@@ -174,8 +188,8 @@ TEST(StageExecutorDataParallelTest, ReplicatedPipelinesMatchOneRankBitForBit) {
                                          {"1f1b", 1, 1, "", 4},
                                          {"1f1b", 2, 1, "", 4},
                                          {"gpipe", 1, 1, "", 8}}) {
-    SCOPED_TRACE(absl::StrCat(c.schedule, " on ", c.ranks, " ranks x ", c.data_parallel,
-                              " replicas"));
+    SCOPED_TRACE(
+        absl::StrCat(c.schedule, " on ", c.ranks, " ranks x ", c.data_parallel, " replicas"));
     const RunResult got =
         RunPipeline(MakeConfig(residual, c.schedule, c.chunks), c.ranks, c.data_parallel);
     for (const absl::Status& e : got.errors) ASSERT_TRUE(e.ok()) << e;
@@ -253,8 +267,8 @@ class RecordingTransport : public Transport {
   struct Post {
     bool is_send;
     TagKind kind;
-    int stage;         // the tag's
-    double unix_us;    // when posted (span clock)
+    int stage;       // the tag's
+    double unix_us;  // when posted (span clock)
   };
   explicit RecordingTransport(Transport* inner) : inner_(inner) {}
   int rank() const override { return inner_->rank(); }

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <mutex>
@@ -15,10 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "proto/xhc.grpc.pb.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/log.h"
-#include "base/status_macros.h"
 #include "runtime/plan/plan.h"
 #include "runtime/train/model_io.h"
 #include "runtime/train/trainer.h"
@@ -61,7 +61,8 @@ absl::StatusOr<proto::RegisterResponse> RegisterWithRetry(proto::Controller::Stu
       absl::Status status = FromGrpc(s, what);
       if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return status;
       return absl::UnavailableError(absl::StrCat(
-          status.message(), tls_failure.empty() ? ExplainUnreachable(s, o.tls, o.connect_timeout_s) : tls_failure));
+          status.message(),
+          tls_failure.empty() ? ExplainUnreachable(s, o.tls, o.connect_timeout_s) : tls_failure));
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
@@ -77,9 +78,9 @@ absl::StatusOr<plan::JobPlan> CheckAssignment(const Config& config,
   // launch may have named it with --schedule-csv, outside the config).
   const int data_parallel = std::max(1, reg.data_parallel());
   if (reg.world_size() % data_parallel != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "controller's world of ", reg.world_size(), " ranks is not ", data_parallel,
-        " equal replicas"));
+    return absl::FailedPreconditionError(absl::StrCat("controller's world of ", reg.world_size(),
+                                                      " ranks is not ", data_parallel,
+                                                      " equal replicas"));
   }
   const int pipeline_ranks = reg.world_size() / data_parallel;
   ASSIGN_OR_RETURN(plan::JobPlan plan,
@@ -89,9 +90,10 @@ absl::StatusOr<plan::JobPlan> CheckAssignment(const Config& config,
                                                "from the controller", data_parallel));
   const std::string mine = plan::DescribeRankActions(plan, reg.rank());
   if (mine != reg.actions()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "assignment for rank ", reg.rank(), " differs from the plan computed from the config "
-        "(different xhc versions?)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("assignment for rank ", reg.rank(),
+                     " differs from the plan computed from the config "
+                     "(different xhc versions?)"));
   }
   return plan;
 }
@@ -125,7 +127,6 @@ proto::StepResult StepResultOf(int64_t step, const StepOutcome& o) {
   return r;
 }
 
-
 // One generation of the data plane: transport + executor, rebuilt after every failure.
 struct DataPlane {
   std::unique_ptr<GlooTransport> transport;
@@ -137,9 +138,8 @@ struct DataPlane {
 };
 
 absl::Status BuildDataPlane(const proto::Command& cmd, const proto::RegisterResponse& reg,
-                            const WorkerOptions& o, const Config& config,
-                            const plan::JobPlan& plan, const Corpus& corpus, KvStore* kv,
-                            DataPlane* dp) {
+                            const WorkerOptions& o, const Config& config, const plan::JobPlan& plan,
+                            const Corpus& corpus, KvStore* kv, DataPlane* dp) {
   GlooTransportOptions topts;
   topts.rank = reg.rank();
   topts.world_size = reg.world_size();
@@ -147,8 +147,8 @@ absl::Status BuildDataPlane(const proto::Command& cmd, const proto::RegisterResp
   topts.store_prefix = absl::StrCat(reg.job_id(), "/gen", cmd.generation(), "/");
   topts.connect_timeout = absl::Seconds(config.fault.step_timeout_s);
   ASSIGN_OR_RETURN(dp->transport, GlooTransport::Create(topts, kv));
-  dp->exec = std::make_unique<StageExecutor>(config, plan, reg.rank(), dp->transport.get(),
-                                             &corpus);
+  dp->exec =
+      std::make_unique<StageExecutor>(config, plan, reg.rank(), dp->transport.get(), &corpus);
   if (!cmd.checkpoint_dir().empty()) {
     RETURN_IF_ERROR(LoadResume(cmd.checkpoint_dir(), dp->exec.get()));
   }
@@ -195,9 +195,9 @@ absl::Status RunWorker(const WorkerOptions& o) {
   LogInfo("registered: stages [%s], %s, layers [%s]%s",
           absl::StrJoin(plan.StagesOf(plan.PipelineRankOf(rank)), ", "), plan.schedule.type,
           plan::DescribeStageLayers(plan, plan.StagesOf(plan.PipelineRankOf(rank))),
-          plan.data_parallel > 1 ? absl::StrFormat(", replica %d of %d", plan.ReplicaOf(rank),
-                                                   plan.data_parallel)
-                                 : std::string());
+          plan.data_parallel > 1
+              ? absl::StrFormat(", replica %d of %d", plan.ReplicaOf(rank), plan.data_parallel)
+              : std::string());
   while (true) {
     ASSIGN_OR_RETURN(proto::Command cmd, commands.Next());
     proto::StepReport report;

@@ -14,15 +14,15 @@
 namespace xhc::worker {
 
 struct WorkerOptions {
-  std::string controller;           // host:port
-  std::string token;                // the job token
-  std::string device = "cpu";       // cpu | cuda:N
+  std::string controller;                       // host:port
+  std::string token;                            // the job token
+  std::string device = "cpu";                   // cpu | cuda:N
   std::string advertise_address = "127.0.0.1";  // data-plane address peers connect to
-  std::string config_path;          // optional: refuse a job whose model config differs
+  std::string config_path;                      // optional: refuse a job whose model config differs
   int rank_hint = -1;
-  int world_size = 0;               // the launcher's worker count; 0 = not known
-  std::string world_from;           // where world_size came from, for the refusal message
-  double connect_timeout_s = 60;    // how long to keep trying to reach the controller
+  int world_size = 0;             // the launcher's worker count; 0 = not known
+  std::string world_from;         // where world_size came from, for the refusal message
+  double connect_timeout_s = 60;  // how long to keep trying to reach the controller
   ClientTls tls;
 };
 

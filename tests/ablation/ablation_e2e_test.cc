@@ -28,7 +28,8 @@ std::string AblationYaml(const std::string& corpus) {
       "  model: {d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16}\n"
       "  optim: {lr: 0.01, warmup_steps: 2}\n"
       "  train: {batch_size: 2, microbatches: 1, eval_batches: 2}\n"
-      "  data: {train: ", corpus, "}\n");
+      "  data: {train: ",
+      corpus, "}\n");
 }
 
 TEST(AblationE2E, KilledStudyResumesAndReports) {
@@ -75,7 +76,7 @@ TEST(AblationE2E, KilledStudyResumesAndReports) {
   }
   const nlohmann::json result = nlohmann::json::parse(ReadText(out + "/results/vanilla-s3.json"));
   EXPECT_TRUE(result["ok"].get<bool>());
-  EXPECT_EQ(result["curve"].size(), 4u);  // steps 10, 20, 30, 40
+  EXPECT_EQ(result["curve"].size(), 4u);                 // steps 10, 20, 30, 40
   EXPECT_EQ(result["diagnostics"]["depth"].size(), 4u);  // 2 layers × 2 sublayers
 
   // The eval command by itself, on the vanilla run's checkpoint.

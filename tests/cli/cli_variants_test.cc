@@ -18,9 +18,13 @@ struct Variant {
 std::string Yaml(const std::string& residual, const std::string& corpus) {
   return absl::StrCat(
       "model: {d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
-      "        residual: ", residual, "}\n"
+      "        residual: ",
+      residual,
+      "}\n"
       "train: {steps: 3, batch_size: 2, microbatches: 2, seed: 5, eval_every: 0}\n"
-      "data: {train: ", corpus, "}\n"
+      "data: {train: ",
+      corpus,
+      "}\n"
       "checkpoint: {every: 3}\n");
 }
 
@@ -34,12 +38,17 @@ TEST_P(CliVariants, TrainEvalDumpGradsAndSample) {
   WriteText(dir + "/corpus.txt", text);
   WriteText(dir + "/config.yaml", Yaml(v.residual, dir + "/corpus.txt"));
   const std::string log = dir + "/log.txt", run = dir + "/run";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir, "/config.yaml --out ",
-                                    run), log), 0) << ReadText(log);
+  ASSERT_EQ(
+      RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir, "/config.yaml --out ", run),
+                 log),
+      0)
+      << ReadText(log);
   const std::string grads = dir + "/grads.safetensors";
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " eval --checkpoint ", run, " --data ", dir,
                                     "/corpus.txt --batch 2 --seq-len 16 --dump-grads ", grads),
-                       log), 0) << ReadText(log);
+                       log),
+            0)
+      << ReadText(log);
   const std::string eval_out = ReadText(log);
   EXPECT_NE(eval_out.find("\"loss\""), std::string::npos) << eval_out;
   const std::string dumped = ReadText(grads);
@@ -47,19 +56,22 @@ TEST_P(CliVariants, TrainEvalDumpGradsAndSample) {
   EXPECT_NE(dumped.find("layers.1.mlp_hc.pre.weight"), std::string::npos);
   EXPECT_NE(dumped.find("layers.0.attn_hc.post.weight"), std::string::npos);
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " sample --checkpoint ", run,
-                                    " --prompt 'A fortune' --tokens 20 --seed 3"), log), 0)
+                                    " --prompt 'A fortune' --tokens 20 --seed 3"),
+                       log),
+            0)
       << ReadText(log);
   EXPECT_GE(ReadText(log).size(), 20u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Residuals, CliVariants,
-    ::testing::Values(Variant{"hc", "{type: hc}"},
-                      Variant{"mhc_conv", "{type: mhc, conv_kernels: [2, 3]}"},
-                      Variant{"xhc_flash2", "{type: xhc_flash, n_streams: 6, n_active: 3}"},
-                      Variant{"xhc_flash4", "{type: xhc_flash, window: 4, n_streams: 6, "
-                                            "n_active: 3}"}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Residuals, CliVariants,
+                         ::testing::Values(Variant{"hc", "{type: hc}"},
+                                           Variant{"mhc_conv", "{type: mhc, conv_kernels: [2, 3]}"},
+                                           Variant{"xhc_flash2",
+                                                   "{type: xhc_flash, n_streams: 6, n_active: 3}"},
+                                           Variant{"xhc_flash4",
+                                                   "{type: xhc_flash, window: 4, n_streams: 6, "
+                                                   "n_active: 3}"}),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(CliVariants, InvalidVariantSettingsNameTheKey) {
   const std::string dir = FreshDir("cli_bad");
@@ -71,16 +83,21 @@ TEST(CliVariants, InvalidVariantSettingsNameTheKey) {
       {"{type: mhc, window: 2}", "model.residual.window"}};
   for (const auto& [residual, key] : bad) {
     WriteText(dir + "/bad.yaml", Yaml(residual, dir + "/corpus.txt"));
-    EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir, "/bad.yaml --out ",
-                                      dir, "/never"), log), 0) << residual;
+    EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir, "/bad.yaml --out ", dir,
+                                      "/never"),
+                         log),
+              0)
+        << residual;
     EXPECT_NE(ReadText(log).find(key), std::string::npos) << ReadText(log);
   }
   // Window 4 over 2 layers on 2 workers would cut a window: refused by the plan.
   WriteText(dir + "/cut.yaml",
             absl::StrCat(Yaml("{type: xhc_flash, window: 4}", dir + "/corpus.txt"),
                          "pipeline: {schedule: 1f1b, workers: 2}\n"));
-  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", dir, "/cut.yaml --out ",
-                                    dir, "/never2"), log), 0);
+  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", dir, "/cut.yaml --out ", dir,
+                                    "/never2"),
+                       log),
+            0);
   EXPECT_NE(ReadText(log).find("model.residual.window"), std::string::npos) << ReadText(log);
 }
 
@@ -96,16 +113,21 @@ TEST(CliVariants, ScheduleReportsActivationBytesForTheConfiguredModel) {
     const std::string out = dir + "/stats.txt";
     ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " schedule --config ", dir,
                                       "/model.yaml --type 1f1b --ranks 2 --microbatches 4 "
-                                      "--out ", out), log), 0) << ReadText(log);
+                                      "--out ",
+                                      out),
+                         log),
+              0)
+        << ReadText(log);
     const int64_t per = int64_t{2} * 16 * streams * 16 * 4;  // B·T·N·C·4
-    const std::string want = absl::StrCat("peak activation memory per rank: ", 2 * per, " ",
-                                          per, " bytes (2, 1 x ", per, " bytes");
+    const std::string want = absl::StrCat("peak activation memory per rank: ", 2 * per, " ", per,
+                                          " bytes (2, 1 x ", per, " bytes");
     EXPECT_NE(ReadText(out).find(want), std::string::npos) << "want '" << want << "' in\n"
                                                            << ReadText(out);
   }
   EXPECT_EQ(RunCommand(absl::StrCat(XhcBinary(), " schedule --config ", dir,
                                     "/missing.yaml --type 1f1b --ranks 2 --microbatches 4"),
-                       log), 2);
+                       log),
+            2);
   EXPECT_NE(ReadText(log).find("missing.yaml"), std::string::npos) << ReadText(log);
 }
 

@@ -10,10 +10,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -34,8 +33,8 @@ int Chromium(const std::string& dir, const std::string& mode, const std::string&
   // In a subshell: RunCommand sends the subshell's own output to the log.
   return RunCommand(absl::StrCat("(HOME=", dir, " timeout 45 ", kChromium,
                                  " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage"
-                                 " --no-first-run --hide-scrollbars --user-data-dir=", dir,
-                                 "/chrome --window-size=1400,1500 --virtual-time-budget=4000 ",
+                                 " --no-first-run --hide-scrollbars --user-data-dir=",
+                                 dir, "/chrome --window-size=1400,1500 --virtual-time-budget=4000 ",
                                  mode, " '", url, "' >", out, ")"),
                     dir + "/chromium.log");
 }
@@ -61,9 +60,8 @@ void ExpectNotBlank(const std::string& png) {
   EXPECT_EQ(st->width, 1400);
   EXPECT_GT(st->distinct_colors, 16) << png;
   EXPECT_LT(st->most_common_share, 0.95) << png;
-  std::printf("screenshot %s: %dx%d, %d colours, the commonest on %.1f%% of pixels\n",
-              png.c_str(), st->width, st->height, st->distinct_colors,
-              100 * st->most_common_share);
+  std::printf("screenshot %s: %dx%d, %d colours, the commonest on %.1f%% of pixels\n", png.c_str(),
+              st->width, st->height, st->distinct_colors, 100 * st->most_common_share);
 }
 
 class DashboardBrowser : public ::testing::Test {

@@ -11,11 +11,10 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,7 +37,8 @@ class PrometheusServer {
               absl::StrCat("global: {scrape_interval: 1s, scrape_timeout: 1s}\n"
                            "scrape_configs:\n"
                            "  - job_name: xhc\n"
-                           "    static_configs: [{targets: ['127.0.0.1:", target_port, "']}]\n"));
+                           "    static_configs: [{targets: ['127.0.0.1:",
+                           target_port, "']}]\n"));
     SpawnSpec spec;
     spec.argv = {"/bin/sh", "-c",
                  absl::StrCat("exec ", kPrometheus, " --config.file=", dir, "/prometheus.yml",
@@ -101,7 +101,8 @@ TEST(DashboardHttp, PrometheusScrapesTheValuesOfMetricsJsonl) {
   ASSERT_EQ(body.status, 200);
   WriteText(dir + "/metrics.txt", body.body);
   EXPECT_EQ(RunCommand(absl::StrCat(kPromtool, " check metrics < ", dir, "/metrics.txt"),
-                       dir + "/promtool.log"), 0)
+                       dir + "/promtool.log"),
+            0)
       << ReadText(dir + "/promtool.log") << body.body;
 
   PrometheusServer prom(dir, *port);

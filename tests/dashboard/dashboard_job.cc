@@ -1,5 +1,6 @@
 #include "tests/dashboard/dashboard_job.h"
 
+#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -7,8 +8,6 @@
 #include <cstdlib>
 #include <regex>
 #include <thread>
-
-#include <httplib.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/subprocess.h"
@@ -24,21 +23,25 @@ DashboardJob::DashboardJob(const std::string& dir, const std::string& http_addre
   WriteText(dir + "/corpus.txt", text);
   const std::string config = dir + "/config.yaml";
   // Steps of ~10 ms: 100000 of them outlast any test, which kills the job when done.
-  WriteText(config, absl::StrCat(
-      "model: {d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 8,\n"
-      "        residual: {type: xhc, n_streams: 4, n_active: 2, n_fixed: 1}}\n"
-      "train: {steps: 100000, batch_size: 1, microbatches: 2, seed: 5, eval_every: 3,\n"
-      "        eval_batches: 1}\n"
-      "data: {train: ", dir, "/corpus.txt}\n"
-      "pipeline: {schedule: 1f1b, workers: 2}\n"
-      "checkpoint: {every: 4, keep: 2}\n"
-      "fault: {heartbeat_timeout: 2, step_timeout: 20, max_restarts: 3}\n"));
+  WriteText(
+      config,
+      absl::StrCat(
+          "model: {d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 8,\n"
+          "        residual: {type: xhc, n_streams: 4, n_active: 2, n_fixed: 1}}\n"
+          "train: {steps: 100000, batch_size: 1, microbatches: 2, seed: 5, eval_every: 3,\n"
+          "        eval_batches: 1}\n"
+          "data: {train: ",
+          dir,
+          "/corpus.txt}\n"
+          "pipeline: {schedule: 1f1b, workers: 2}\n"
+          "checkpoint: {every: 4, keep: 2}\n"
+          "fault: {heartbeat_timeout: 2, step_timeout: 20, max_restarts: 3}\n"));
   SpawnSpec spec;
-  spec.argv = {"/bin/sh", "-c",
-               absl::StrCat("exec ", XhcBinary(),
-                            controller_only ? " controller --listen 127.0.0.1:0" : " launch",
-                            " --config ", config, " --out ", run_dir_, " --http ", http_address,
-                            " >>", log_, " 2>&1")};
+  spec.argv = {
+      "/bin/sh", "-c",
+      absl::StrCat("exec ", XhcBinary(),
+                   controller_only ? " controller --listen 127.0.0.1:0" : " launch", " --config ",
+                   config, " --out ", run_dir_, " --http ", http_address, " >>", log_, " 2>&1")};
   spec.new_process_group = true;
   absl::StatusOr<pid_t> pid = Spawn(spec);
   pid_ = pid.ok() ? *pid : -1;

@@ -46,8 +46,8 @@ absl::StatusOr<PngStats> ReadPngStats(const std::string& path) {
       const int interlace = static_cast<uint8_t>(png[at + 20]);
       channels = color == 2 ? 3 : color == 6 ? 4 : 0;
       if (depth != 8 || channels == 0 || interlace != 0) {
-        return absl::UnimplementedError(absl::StrCat(path, ": PNG colour type ", color,
-                                                     ", depth ", depth, " not read here"));
+        return absl::UnimplementedError(
+            absl::StrCat(path, ": PNG colour type ", color, ", depth ", depth, " not read here"));
       }
     } else if (type == "IDAT") {
       idat.append(png, at + 8, len);
@@ -58,8 +58,8 @@ absl::StatusOr<PngStats> ReadPngStats(const std::string& path) {
   std::vector<uint8_t> raw((stride + 1) * st.height);
   uLongf raw_len = raw.size();
   if (channels == 0 ||
-      uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()),
-                 idat.size()) != Z_OK ||
+      uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) !=
+          Z_OK ||
       raw_len != raw.size()) {
     return absl::DataLossError(path + ": image data does not inflate to its size");
   }
@@ -72,8 +72,11 @@ absl::StatusOr<PngStats> ReadPngStats(const std::string& path) {
     for (size_t i = 0; i < stride; ++i) {
       const int a = i >= static_cast<size_t>(channels) ? row[i - channels] : 0;
       const int b = prev[i], c = i >= static_cast<size_t>(channels) ? prev[i - channels] : 0;
-      const int pred = filter == 1 ? a : filter == 2 ? b : filter == 3 ? (a + b) / 2
-                     : filter == 4 ? Paeth(a, b, c) : 0;
+      const int pred = filter == 1   ? a
+                       : filter == 2 ? b
+                       : filter == 3 ? (a + b) / 2
+                       : filter == 4 ? Paeth(a, b, c)
+                                     : 0;
       row[i] = static_cast<uint8_t>(in[i] + pred);
     }
     for (int x = 0; x < st.width; ++x) {

@@ -60,13 +60,19 @@ std::string JobConfig(const std::string& dir) {
   for (int i = 0; i < 400; ++i) absl::StrAppend(&text, "floods pass; steps stay ", i, ".\n");
   WriteText(corpus, text);
   const std::string path = dir + "/config.yaml";
-  WriteText(path, absl::StrCat(
-      "model: {d_model: 16, n_layers: 4, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
-      "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1}}\n"
-      "train: {steps: ", kSteps, ", batch_size: 2, microbatches: 4, seed: 3, eval_every: 0}\n"
-      "data: {train: ", corpus, "}\n"
-      "pipeline: {schedule: 1f1b, workers: 2}\n"
-      "checkpoint: {every: 0}\n"));
+  WriteText(
+      path,
+      absl::StrCat(
+          "model: {d_model: 16, n_layers: 4, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
+          "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1}}\n"
+          "train: {steps: ",
+          kSteps,
+          ", batch_size: 2, microbatches: 4, seed: 3, eval_every: 0}\n"
+          "data: {train: ",
+          corpus,
+          "}\n"
+          "pipeline: {schedule: 1f1b, workers: 2}\n"
+          "checkpoint: {every: 0}\n"));
   return path;
 }
 
@@ -114,8 +120,8 @@ struct FloodCounts {
 };
 
 void Flood(const std::string& address, const std::atomic<bool>& stop, FloodCounts* counts) {
-  auto stub = proto::Controller::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto stub =
+      proto::Controller::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   const auto period = std::chrono::duration<double>(kFloodThreads / kFloodRate);
   auto next = Clock::now();
   while (!stop.load()) {
@@ -145,13 +151,13 @@ TEST(BadTokenFlood, DoesNotSlowARunningJob) {
   ASSERT_TRUE(single.ok()) << single.status();
   const std::string address = absl::StrCat("127.0.0.1:", FreePort());
   const std::string run = dir + "/run", clog = dir + "/controller.log", token = dir + "/token";
-  const int controller = StartBackground(
-      absl::StrCat(XhcBinary(), " controller --config ", config, " --listen ", address,
-                   " --out ", run, " --token-file ", token),
-      clog);
+  const int controller =
+      StartBackground(absl::StrCat(XhcBinary(), " controller --config ", config, " --listen ",
+                                   address, " --out ", run, " --token-file ", token),
+                      clog);
   ASSERT_TRUE(WaitForText(clog, "listening on port", 30)) << ReadText(clog);
-  const std::string worker = absl::StrCat(XhcBinary(), " worker --controller ", address,
-                                          " --token-file ", token);
+  const std::string worker =
+      absl::StrCat(XhcBinary(), " worker --controller ", address, " --token-file ", token);
   const int w0 = StartBackground(worker, dir + "/w0.log");
   const int w1 = StartBackground(worker, dir + "/w1.log");
   // After the job's processes are started (they must not inherit it), before any gRPC thread.
@@ -161,7 +167,7 @@ TEST(BadTokenFlood, DoesNotSlowARunningJob) {
   // change in the machine's other load from passing for the flood's effect.
   ASSERT_TRUE(WaitForStepAtLeast(run, kWarmupSteps, 60)) << ReadText(clog);
   FloodCounts counts;
-  std::vector<double> quiet_steps, flooded_steps;  // their step_s, filled at the end
+  std::vector<double> quiet_steps, flooded_steps;               // their step_s, filled at the end
   std::vector<std::pair<int, int>> quiet_ranges, flood_ranges;  // [first, last] step
   double flood_s = 0, quiet_s = 0, controller_cpu = 0, quiet_controller_cpu = 0, self_cpu = 0;
   for (int w = 0; w < kWindows; ++w) {
@@ -211,19 +217,19 @@ TEST(BadTokenFlood, DoesNotSlowARunningJob) {
     for (int s = first; s <= last; ++s) flooded_steps.push_back(step_s[s - 1]);
   }
   const double base = Median(quiet_steps), flooded = Median(flooded_steps);
-  std::printf("bad-token flood: %lld requests in %.1f s of flood (%.0f/s, %d threads): %lld "
-              "UNAUTHENTICATED, %lld RESOURCE_EXHAUSTED, %lld other\n"
-              "bad-token flood: median step time %.2f ms over %zu steps without, %.2f ms over "
-              "%zu steps with the flood (ratio %.3f, bound %.2f), %d complete alternating windows\n"
-              "bad-token flood: controller CPU %.2f s in %.1f s of flood, %.2f s in %.1f s "
-              "without; flooding client (SCHED_IDLE) %.2f s\n",
-              static_cast<long long>(counts.sent.load()), flood_s, counts.sent / flood_s,
-              kFloodThreads, static_cast<long long>(counts.unauthenticated.load()),
-              static_cast<long long>(counts.exhausted.load()),
-              static_cast<long long>(counts.other.load()), base * 1e3, quiet_steps.size(),
-              flooded * 1e3, flooded_steps.size(), flooded / base, kMaxSlowdown,
-              static_cast<int>(quiet_ranges.size() + flood_ranges.size()),
-              controller_cpu, flood_s, quiet_controller_cpu, quiet_s, self_cpu);
+  std::printf(
+      "bad-token flood: %lld requests in %.1f s of flood (%.0f/s, %d threads): %lld "
+      "UNAUTHENTICATED, %lld RESOURCE_EXHAUSTED, %lld other\n"
+      "bad-token flood: median step time %.2f ms over %zu steps without, %.2f ms over "
+      "%zu steps with the flood (ratio %.3f, bound %.2f), %d complete alternating windows\n"
+      "bad-token flood: controller CPU %.2f s in %.1f s of flood, %.2f s in %.1f s "
+      "without; flooding client (SCHED_IDLE) %.2f s\n",
+      static_cast<long long>(counts.sent.load()), flood_s, counts.sent / flood_s, kFloodThreads,
+      static_cast<long long>(counts.unauthenticated.load()),
+      static_cast<long long>(counts.exhausted.load()), static_cast<long long>(counts.other.load()),
+      base * 1e3, quiet_steps.size(), flooded * 1e3, flooded_steps.size(), flooded / base,
+      kMaxSlowdown, static_cast<int>(quiet_ranges.size() + flood_ranges.size()), controller_cpu,
+      flood_s, quiet_controller_cpu, quiet_s, self_cpu);
   EXPECT_EQ(counts.other.load(), 0) << "every flood request must be refused";
   EXPECT_GT(counts.exhausted.load(), counts.unauthenticated.load())
       << "the per-host bound never engaged";

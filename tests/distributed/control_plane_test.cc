@@ -3,8 +3,8 @@
 // own network namespace, joined by a veth pair) joins and trains.
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -20,10 +20,13 @@ std::string TinyConfig(const std::string& dir, int d_model) {
   WriteText(corpus, text);
   const std::string path = absl::StrCat(dir, "/config_", d_model, ".yaml");
   WriteText(path, absl::StrCat(
-                      "model: {d_model: ", d_model, ", n_layers: 2, n_heads: 2, n_kv_heads: 1, d_ff: 32, "
+                      "model: {d_model: ", d_model,
+                      ", n_layers: 2, n_heads: 2, n_kv_heads: 1, d_ff: 32, "
                       "seq_len: 8, residual: {type: xhc, n_streams: 4, n_active: 2, n_fixed: 1}}\n"
                       "train: {steps: 3, batch_size: 1, microbatches: 2, eval_every: 0}\n"
-                      "data: {train: ", corpus, "}\n"
+                      "data: {train: ",
+                      corpus,
+                      "}\n"
                       "pipeline: {schedule: 1f1b, workers: 2}\n"
                       "checkpoint: {every: 0}\n"));
   return path;
@@ -64,10 +67,10 @@ TEST(ControlPlane, WrongTokenAndMismatchedConfigAreRefused) {
   EXPECT_NE(ReadText(wlog).find("refused this job token"), std::string::npos) << ReadText(wlog);
   const std::string other = TinyConfig(job.dir, 24);
   const std::string mlog = job.dir + "/mismatch.log";
-  EXPECT_NE(RunCommand(Worker(job, absl::StrCat("--token-file ", job.dir, "/token --config ",
-                                                other)),
-                       mlog),
-            0);
+  EXPECT_NE(
+      RunCommand(Worker(job, absl::StrCat("--token-file ", job.dir, "/token --config ", other)),
+                 mlog),
+      0);
   EXPECT_NE(ReadText(mlog).find("differs from the job's"), std::string::npos) << ReadText(mlog);
   // The right token and config join and the job finishes.
   const std::string good = absl::StrCat("--token-file ", job.dir, "/token --config ", job.config);
@@ -84,17 +87,18 @@ bool MakeNamespace(const std::string& ns, const std::string& host_ip, const std:
                    const std::string& log) {
   const std::string a = "vxa" + ns.substr(5), b = "vxb" + ns.substr(5);
   const std::string script = absl::StrCat(
-      "ip netns add ", ns, " && ip link add ", a, " type veth peer name ", b, " && ip link set ",
-      b, " netns ", ns, " && ip addr add ", host_ip, "/24 dev ", a, " && ip link set ", a,
-      " up && ip netns exec ", ns, " ip addr add ", ns_ip, "/24 dev ", b, " && ip netns exec ",
-      ns, " ip link set ", b, " up && ip netns exec ", ns, " ip link set lo up");
+      "ip netns add ", ns, " && ip link add ", a, " type veth peer name ", b, " && ip link set ", b,
+      " netns ", ns, " && ip addr add ", host_ip, "/24 dev ", a, " && ip link set ", a,
+      " up && ip netns exec ", ns, " ip addr add ", ns_ip, "/24 dev ", b, " && ip netns exec ", ns,
+      " ip link set ", b, " up && ip netns exec ", ns, " ip link set lo up");
   return RunCommand(script, log) == 0;
 }
 
 TEST(ControlPlane, WorkerOnSecondAddressJoinsAndTrains) {
   const std::string ns = absl::StrCat("xhcns", getpid() % 100000);
   const std::string x = absl::StrCat(getpid() % 200 + 20);
-  const std::string host_ip = absl::StrCat("10.231.", x, ".1"), ns_ip = absl::StrCat("10.231.", x, ".2");
+  const std::string host_ip = absl::StrCat("10.231.", x, ".1"),
+                    ns_ip = absl::StrCat("10.231.", x, ".2");
   const std::string dir = FreshDir("netns");
   if (!MakeNamespace(ns, host_ip, ns_ip, dir + "/netns.log")) {
     RunCommand("ip netns del " + ns, dir + "/netns.log");
@@ -103,18 +107,20 @@ TEST(ControlPlane, WorkerOnSecondAddressJoinsAndTrains) {
   }
   Job job = StartController("netns_job", host_ip);
   const std::string tok = absl::StrCat("--token-file ", job.dir, "/token");
-  const int w0 = StartBackground(Worker(job, tok + " --advertise-address " + host_ip),
-                                 job.dir + "/w0.log");
+  const int w0 =
+      StartBackground(Worker(job, tok + " --advertise-address " + host_ip), job.dir + "/w0.log");
   const int w1 = StartBackground(
       absl::StrCat("ip netns exec ", ns, " ", Worker(job, tok + " --advertise-address " + ns_ip)),
       job.dir + "/w1.log");
   const int rc = WaitForExit(job.controller_pid, 120);
   WaitForExit(w0, 30);
   WaitForExit(w1, 30);
-  RunCommand(absl::StrCat("ip netns del ", ns, "; ip link del vxa", ns.substr(5)), dir + "/netns.log");
+  RunCommand(absl::StrCat("ip netns del ", ns, "; ip link del vxa", ns.substr(5)),
+             dir + "/netns.log");
   EXPECT_EQ(rc, 0) << ReadText(job.log) << ReadText(job.dir + "/w1.log");
   EXPECT_NE(ReadText(job.log).find(absl::StrCat("(pid")), std::string::npos);
-  EXPECT_NE(ReadText(job.log).find(ns_ip), std::string::npos) << "no worker registered from " << ns_ip;
+  EXPECT_NE(ReadText(job.log).find(ns_ip), std::string::npos)
+      << "no worker registered from " << ns_ip;
   EXPECT_NE(ReadText(job.dir + "/run/metrics.jsonl").find("\"step\": 3"), std::string::npos);
 }
 

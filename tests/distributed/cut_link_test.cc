@@ -80,15 +80,22 @@ std::string JobConfig(const std::string& dir) {
   for (int i = 0; i < 400; ++i) absl::StrAppend(&text, "links go down; jobs go on ", i, ".\n");
   WriteText(corpus, text);
   const std::string path = dir + "/config.yaml";
-  WriteText(path, absl::StrCat(
-      "model: {d_model: 16, n_layers: 4, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
-      "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1}}\n"
-      "optim: {lr: 0.01, warmup_steps: 3}\n"
-      "train: {steps: ", kSteps, ", batch_size: 2, microbatches: 4, seed: 3, eval_every: 0}\n"
-      "data: {train: ", corpus, "}\n"
-      "pipeline: {schedule: 1f1b, workers: 2}\n"
-      "checkpoint: {every: 10, keep: 3}\n"
-      "fault: {heartbeat_timeout: ", kHeartbeatTimeoutS, ", step_timeout: 20, max_restarts: 3}\n"));
+  WriteText(
+      path,
+      absl::StrCat(
+          "model: {d_model: 16, n_layers: 4, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
+          "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1}}\n"
+          "optim: {lr: 0.01, warmup_steps: 3}\n"
+          "train: {steps: ",
+          kSteps,
+          ", batch_size: 2, microbatches: 4, seed: 3, eval_every: 0}\n"
+          "data: {train: ",
+          corpus,
+          "}\n"
+          "pipeline: {schedule: 1f1b, workers: 2}\n"
+          "checkpoint: {every: 10, keep: 3}\n"
+          "fault: {heartbeat_timeout: ",
+          kHeartbeatTimeoutS, ", step_timeout: 20, max_restarts: 3}\n"));
   return path;
 }
 
@@ -139,25 +146,26 @@ TEST(CutLink, WorkerBehindADownedLinkIsReplacedAndFencedWhenTheLinkReturns) {
   }
   ASSERT_NE(std::string(theirs), std::string(mine)) << "the far namespace never appeared";
   const std::string far = absl::StrCat(nsenter, " -t ", holder, " -n ");
-  ASSERT_EQ(RunCommand(absl::StrCat(
-                ip, " link set lo up && ", ip, " link add vxa type veth peer name vxb netns ",
-                holder, " && ", ip, " addr add ", kHostIp, "/24 dev vxa && ", ip,
-                " link set vxa up && ", far, ip, " addr add ", kFarIp, "/24 dev vxb && ", far, ip,
-                " link set vxb up && ", far, ip, " link set lo up"),
-                       nslog),
-            0)
+  ASSERT_EQ(
+      RunCommand(absl::StrCat(ip, " link set lo up && ", ip,
+                              " link add vxa type veth peer name vxb netns ", holder, " && ", ip,
+                              " addr add ", kHostIp, "/24 dev vxa && ", ip, " link set vxa up && ",
+                              far, ip, " addr add ", kFarIp, "/24 dev vxb && ", far, ip,
+                              " link set vxb up && ", far, ip, " link set lo up"),
+                 nslog),
+      0)
       << ReadText(nslog);
 
   const std::string run = dir + "/run", clog = dir + "/controller.log", token = dir + "/token";
-  const int controller = StartBackground(
-      absl::StrCat(XhcBinary(), " controller --config ", config, " --listen ", kHostIp, ":",
-                   kPort, " --out ", run, " --token-file ", token),
-      clog);
+  const int controller =
+      StartBackground(absl::StrCat(XhcBinary(), " controller --config ", config, " --listen ",
+                                   kHostIp, ":", kPort, " --out ", run, " --token-file ", token),
+                      clog);
   ASSERT_TRUE(WaitForText(clog, "listening on port", 30)) << ReadText(clog);
   auto worker = [&](int rank, const std::string& address) {
-    return absl::StrCat(XhcBinary(), " worker --controller ", kHostIp, ":", kPort,
-                        " --token-file ", token, " --rank-hint ", rank,
-                        " --connect-timeout 10 --advertise-address ", address);
+    return absl::StrCat(XhcBinary(), " worker --controller ", kHostIp, ":", kPort, " --token-file ",
+                        token, " --rank-hint ", rank, " --connect-timeout 10 --advertise-address ",
+                        address);
   };
   const int w0 = StartBackground(worker(0, kHostIp), dir + "/w0.log");
   const std::string victim_log = dir + "/w1-cut.log";
@@ -172,7 +180,8 @@ TEST(CutLink, WorkerBehindADownedLinkIsReplacedAndFencedWhenTheLinkReturns) {
   ASSERT_GE(detected_s, 0) << "the cut link was never detected\n" << ReadText(clog);
   EXPECT_LE(detected_s, kHeartbeatTimeoutS + 1.0) << ReadText(clog);
   EXPECT_EQ(kill(victim, 0), 0) << "the cut-off worker must still be running (a cut link, not "
-                                   "a dead process)\n" << ReadText(victim_log);
+                                   "a dead process)\n"
+                                << ReadText(victim_log);
   // No launcher restarts workers of an external controller: the test is the operator.
   ASSERT_GE(TimeUntil(clog, "waiting up to", 30), 0) << ReadText(clog);
   const int w1 = StartBackground(worker(1, kHostIp), dir + "/w1-replacement.log");
@@ -195,7 +204,8 @@ TEST(CutLink, WorkerBehindADownedLinkIsReplacedAndFencedWhenTheLinkReturns) {
   const int victim_rc = WaitForExit(victim, 45);
   const double fenced_s = Since(restored_at);
   EXPECT_NE(victim_rc, -1) << "the cut-off worker is still running " << fenced_s
-                           << " s after its link came back\n" << ReadText(victim_log);
+                           << " s after its link came back\n"
+                           << ReadText(victim_log);
   EXPECT_NE(victim_rc, 0) << ReadText(victim_log);
   const std::string vtext = ReadText(victim_log);
   EXPECT_TRUE(vtext.find("fenced") != std::string::npos ||
@@ -219,11 +229,12 @@ TEST(CutLink, WorkerBehindADownedLinkIsReplacedAndFencedWhenTheLinkReturns) {
   const size_t rec = ctext.find("recovered in");
   std::string last_words = vtext.substr(0, vtext.find_last_not_of('\n') + 1);
   last_words = last_words.substr(last_words.find_last_of('\n') + 1);
-  std::printf("cut link: detected %.2f s after the cut (heartbeat timeout %.1f s); replacement "
-              "registered %.2f s after the cut; old worker exited (rc %d) %.2f s after the "
-              "link came back, saying: %s\n%s\n",
-              detected_s, kHeartbeatTimeoutS, replaced_s, victim_rc, fenced_s,
-              last_words.c_str(), ctext.substr(rec, ctext.find('\n', rec) - rec).c_str());
+  std::printf(
+      "cut link: detected %.2f s after the cut (heartbeat timeout %.1f s); replacement "
+      "registered %.2f s after the cut; old worker exited (rc %d) %.2f s after the "
+      "link came back, saying: %s\n%s\n",
+      detected_s, kHeartbeatTimeoutS, replaced_s, victim_rc, fenced_s, last_words.c_str(),
+      ctext.substr(rec, ctext.find('\n', rec) - rec).c_str());
 }
 
 }  // namespace

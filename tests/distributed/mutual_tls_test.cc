@@ -28,17 +28,17 @@ std::string PkiScript(const std::string& d) {
   auto sign = [&](const std::string& name, const std::string& cn, const std::string& ca,
                   const std::string& ext) {
     return absl::StrCat("openssl req ", key, " -subj '/CN=", cn, "' -keyout ", d, "/", name,
-                        ".key -out ", d, "/", name, ".csr && openssl x509 -req -in ", d, "/",
-                        name, ".csr -CA ", d, "/", ca, ".pem -CAkey ", d, "/", ca,
+                        ".key -out ", d, "/", name, ".csr && openssl x509 -req -in ", d, "/", name,
+                        ".csr -CA ", d, "/", ca, ".pem -CAkey ", d, "/", ca,
                         ".key -CAcreateserial -days 30 ", ext, " -out ", d, "/", name, ".pem");
   };
   return absl::StrCat(
       "set -e; openssl req -x509 ", key, " -days 30 -subj '/CN=xhc job CA' -keyout ", d,
-      "/ca.key -out ", d, "/ca.pem; printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ",
-      d, "/server.ext; ", sign("server", "localhost", "ca", "-extfile " + d + "/server.ext"),
-      "; ", sign("client", "xhc worker", "ca", ""), "; openssl req -x509 ", key,
-      " -days 30 -subj '/CN=another CA' -keyout ", d, "/other-ca.key -out ", d,
-      "/other-ca.pem; ", sign("intruder", "intruder", "other-ca", ""));
+      "/ca.key -out ", d, "/ca.pem; printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ", d,
+      "/server.ext; ", sign("server", "localhost", "ca", "-extfile " + d + "/server.ext"), "; ",
+      sign("client", "xhc worker", "ca", ""), "; openssl req -x509 ", key,
+      " -days 30 -subj '/CN=another CA' -keyout ", d, "/other-ca.key -out ", d, "/other-ca.pem; ",
+      sign("intruder", "intruder", "other-ca", ""));
 }
 
 struct Refusal {
@@ -71,8 +71,7 @@ TEST(MutualTls, SignedWorkersTrainAndEveryoneElseIsRefusedSayingWhy) {
                  << ReadText(dir + "/openssl.log");
   }
   const std::string pki = dir + "/pki";
-  ASSERT_EQ(RunCommand(absl::StrCat("mkdir -p ", pki, " && ", PkiScript(pki)), dir + "/pki.log"),
-            0)
+  ASSERT_EQ(RunCommand(absl::StrCat("mkdir -p ", pki, " && ", PkiScript(pki)), dir + "/pki.log"), 0)
       << ReadText(dir + "/pki.log");
   const std::string config = WriteTinyJob(dir, kSteps);
   absl::StatusOr<std::vector<std::string>> single = SingleProcessLosses(dir, config);
@@ -98,19 +97,18 @@ TEST(MutualTls, SignedWorkersTrainAndEveryoneElseIsRefusedSayingWhy) {
 
   ExpectRefused(RunRefused(worker(token, ca), dir + "/no-cert.log"),
                 {"TLS", "requires a client certificate", "--tls-cert"});
-  ExpectRefused(RunRefused(worker(token, absl::StrCat(ca, " --tls-cert ", pki,
-                                                      "/intruder.pem --tls-key ", pki,
-                                                      "/intruder.key")),
-                           dir + "/other-ca.log"),
-                {"TLS", "refused this worker's client certificate"});
-  ExpectRefused(RunRefused(worker(token, ""), dir + "/plaintext.log"),
-                {"TLS", "--tls-ca"});
+  ExpectRefused(
+      RunRefused(worker(token, absl::StrCat(ca, " --tls-cert ", pki, "/intruder.pem --tls-key ",
+                                            pki, "/intruder.key")),
+                 dir + "/other-ca.log"),
+      {"TLS", "refused this worker's client certificate"});
+  ExpectRefused(RunRefused(worker(token, ""), dir + "/plaintext.log"), {"TLS", "--tls-ca"});
   // And the other way round: a worker that trusts another CA refuses the controller.
-  ExpectRefused(RunRefused(worker(token, absl::StrCat("--tls-ca ", pki, "/other-ca.pem --tls-cert ",
-                                                      pki, "/client.pem --tls-key ", pki,
-                                                      "/client.key")),
-                           dir + "/untrusted-controller.log"),
-                {"TLS", "does not trust the controller's certificate"});
+  ExpectRefused(
+      RunRefused(worker(token, absl::StrCat("--tls-ca ", pki, "/other-ca.pem --tls-cert ", pki,
+                                            "/client.pem --tls-key ", pki, "/client.key")),
+                 dir + "/untrusted-controller.log"),
+      {"TLS", "does not trust the controller's certificate"});
   const std::string wrong = dir + "/wrong-token";
   WriteText(wrong, "not-the-token\n");
   ExpectRefused(RunRefused(worker(wrong, signed_cert), dir + "/wrong-token.log"),

@@ -20,15 +20,25 @@ std::string FaultJobConfig(const std::string& dir, const std::string& schedule, 
     WriteText(corpus, text);
   }
   const std::string path = absl::StrCat(dir, "/", schedule, ".yaml");
-  WriteText(path, absl::StrCat(
-      "model: {d_model: 16, n_layers: 4, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
-      "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: [2]}}\n"
-      "optim: {lr: 0.01, warmup_steps: 3}\n"
-      "train: {steps: ", steps, ", batch_size: 2, microbatches: 4, seed: 3, eval_every: 0}\n"
-      "data: {train: ", corpus, "}\n"
-      "pipeline: {schedule: ", schedule, ", workers: 2}\n"
-      "checkpoint: {every: 10, keep: 3}\n"
-      "fault: {heartbeat_timeout: 1.5, step_timeout: 20, max_restarts: ", max_restarts, "}\n"));
+  WriteText(
+      path,
+      absl::StrCat(
+          "model: {d_model: 16, n_layers: 4, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
+          "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: "
+          "[2]}}\n"
+          "optim: {lr: 0.01, warmup_steps: 3}\n"
+          "train: {steps: ",
+          steps,
+          ", batch_size: 2, microbatches: 4, seed: 3, eval_every: 0}\n"
+          "data: {train: ",
+          corpus,
+          "}\n"
+          "pipeline: {schedule: ",
+          schedule,
+          ", workers: 2}\n"
+          "checkpoint: {every: 10, keep: 3}\n"
+          "fault: {heartbeat_timeout: 1.5, step_timeout: 20, max_restarts: ",
+          max_restarts, "}\n"));
   return path;
 }
 

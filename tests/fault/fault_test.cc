@@ -43,7 +43,10 @@ class Fault : public ::testing::Test {
   std::string Reference(const std::string& schedule) {
     const std::string run = dir_ + "/ref_" + schedule;
     EXPECT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", Config(dir_, schedule),
-                                      " --out ", run), log_), 0) << ReadText(log_);
+                                      " --out ", run),
+                         log_),
+              0)
+        << ReadText(log_);
     return FinalState(run);
   }
   std::string dir_ = FreshDir("fault"), log_ = dir_ + "/log.txt";
@@ -57,8 +60,9 @@ TEST_F(Fault, RandomKillsAreRecoveredBitIdentically) {
     const std::string want = Reference(schedule);
     ASSERT_FALSE(want.empty()) << "the uninterrupted run did not commit its final step";
     const std::string run = dir_ + "/killed_" + schedule, job_log = run + ".log";
-    const int pid = StartBackground(absl::StrCat(XhcBinary(), " launch --config ",
-                                                 Config(dir_, schedule), " --out ", run), job_log);
+    const int pid = StartBackground(
+        absl::StrCat(XhcBinary(), " launch --config ", Config(dir_, schedule), " --out ", run),
+        job_log);
     int kills = 0;
     const int first = 5 + static_cast<int>(rng() % 20);
     ASSERT_TRUE(WaitForStep(run, first)) << "job never reached step " << first << "\n"
@@ -98,9 +102,10 @@ TEST_F(Fault, KilledWorkerOfSecondReplicaIsRecoveredBitIdentically) {
   const std::string want = Reference("1f1b");
   ASSERT_FALSE(want.empty()) << "the uninterrupted run did not commit its final step";
   const std::string run = dir_ + "/replica", job_log = run + ".log";
-  const int pid = StartBackground(absl::StrCat(XhcBinary(), " launch --config ",
-                                               Config(dir_, "1f1b"), " --data-parallel 2 --out ",
-                                               run), job_log);
+  const int pid =
+      StartBackground(absl::StrCat(XhcBinary(), " launch --config ", Config(dir_, "1f1b"),
+                                   " --data-parallel 2 --out ", run),
+                      job_log);
   const int step = 5 + static_cast<int>(rng() % 20), rank = 2 + static_cast<int>(rng() % 2);
   ASSERT_TRUE(WaitForStep(run, step)) << ReadText(job_log);
   const int victim = WorkerPidOfRank(run, rank);
@@ -118,8 +123,9 @@ TEST_F(Fault, HungWorkerIsDetectedAndReplaced) {
   const std::string want = Reference("1f1b");
   ASSERT_FALSE(want.empty()) << "the uninterrupted run did not commit its final step";
   const std::string run = dir_ + "/hung", job_log = run + ".log";
-  const int pid = StartBackground(absl::StrCat(XhcBinary(), " launch --config ",
-                                               Config(dir_, "1f1b"), " --out ", run), job_log);
+  const int pid = StartBackground(
+      absl::StrCat(XhcBinary(), " launch --config ", Config(dir_, "1f1b"), " --out ", run),
+      job_log);
   ASSERT_TRUE(WaitForStep(run, 20)) << ReadText(job_log);
   std::vector<int> pids = WorkerPids(run);
   ASSERT_FALSE(pids.empty());
@@ -147,9 +153,10 @@ TEST_F(Fault, KillDuringCheckpointNeverUsesTheHalfWrittenStep) {
   ASSERT_FALSE(want.empty()) << "the uninterrupted run did not commit its final step";
   const std::string run = dir_ + "/midckpt", job_log = run + ".log";
   // Each worker holds its written shard unreported for 0.6 s: the step stays uncommitted.
-  const int pid = StartBackground(
-      absl::StrCat("env XHC_FAULT_CHECKPOINT_DELAY_MS=600 ", XhcBinary(), " launch --config ",
-                   Config(dir_, "1f1b"), " --out ", run), job_log);
+  const int pid =
+      StartBackground(absl::StrCat("env XHC_FAULT_CHECKPOINT_DELAY_MS=600 ", XhcBinary(),
+                                   " launch --config ", Config(dir_, "1f1b"), " --out ", run),
+                      job_log);
   // Wait until step 10's shards exist but its manifest does not, then kill a worker.
   const std::string step10 = run + "/checkpoints/step-000010";
   for (int i = 0; i < 600 && !fs::exists(step10); ++i) {
@@ -172,7 +179,8 @@ TEST_F(Fault, CorruptCheckpointsAreNamedAndSkipped) {
   const std::string cfg = Config(dir_, "1f1b");
   const std::string run = dir_ + "/corrupt";
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", run), log_),
-            0) << ReadText(log_);
+            0)
+      << ReadText(log_);
   const std::string ck = run + "/checkpoints";
   // keep = 3 left steps 180, 190 and 200 (LATEST). Flip a byte of a step-200 shard and
   // truncate step 190's manifest; step 180 stays intact.
@@ -213,8 +221,9 @@ TEST_F(Fault, KilledControllerResumesBitIdentically) {
   const std::string want = Reference("dualpipev");
   ASSERT_FALSE(want.empty()) << "the uninterrupted run did not commit its final step";
   const std::string run = dir_ + "/ctl", job_log = run + ".log";
-  const int pid = StartBackground(absl::StrCat(XhcBinary(), " launch --config ",
-                                               Config(dir_, "dualpipev"), " --out ", run), job_log);
+  const int pid = StartBackground(
+      absl::StrCat(XhcBinary(), " launch --config ", Config(dir_, "dualpipev"), " --out ", run),
+      job_log);
   for (int i = 0; i < 1000 && !fs::exists(run + "/checkpoints/LATEST"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -238,7 +247,8 @@ TEST_F(Fault, KilledControllerResumesBitIdentically) {
       << ReadText(rlog);
   EXPECT_NE(ReadText(rlog).find(absl::StrCat("continuing from ", run, "/checkpoints/", latest)),
             std::string::npos)
-      << "did not resume from " << latest << "\n" << ReadText(rlog);
+      << "did not resume from " << latest << "\n"
+      << ReadText(rlog);
   EXPECT_TRUE(FinalState(run) == want);
 }
 

@@ -23,12 +23,17 @@ std::string Yaml(const std::string& corpus, const std::string& residual,
                  const std::string& schedule, int workers, const std::string& layers) {
   return absl::StrCat(
       "model: {d_model: 16, n_layers: 8, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 16,\n"
-      "        residual: ", residual, "}\n"
+      "        residual: ",
+      residual,
+      "}\n"
       "optim: {lr: 0.01, warmup_steps: 3}\n"
       "train: {steps: 20, batch_size: 2, microbatches: 8, seed: 9, eval_every: 0}\n"
-      "data: {train: ", corpus, "}\n"
-      "pipeline: {schedule: ", schedule, ", workers: ", workers,
-      layers.empty() ? "" : ", ", layers, "}\n"
+      "data: {train: ",
+      corpus,
+      "}\n"
+      "pipeline: {schedule: ",
+      schedule, ", workers: ", workers, layers.empty() ? "" : ", ", layers,
+      "}\n"
       "checkpoint: {every: 10, keep: 3}\n");
 }
 
@@ -43,26 +48,33 @@ TEST_P(LayoutChange, CheckpointResumesOnAnotherLayoutAndSingleProcess) {
   for (int i = 0; i < 400; ++i) absl::StrAppend(&text, "layouts change, names stay ", i, ".\n");
   WriteText(dir + "/corpus.txt", text);
   WriteText(dir + "/from.yaml",
-            Yaml(dir + "/corpus.txt", p.residual, p.from_schedule, p.from_workers,
-                 p.from_layers));
-  WriteText(dir + "/to.yaml", Yaml(dir + "/corpus.txt", p.residual, p.to_schedule, p.to_workers,
-                                   p.to_layers));
+            Yaml(dir + "/corpus.txt", p.residual, p.from_schedule, p.from_workers, p.from_layers));
+  WriteText(dir + "/to.yaml",
+            Yaml(dir + "/corpus.txt", p.residual, p.to_schedule, p.to_workers, p.to_layers));
   const std::string log = dir + "/log.txt", ref = dir + "/ref";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", dir, "/from.yaml --out ",
-                                    ref), log), 0) << ReadText(log);
+  ASSERT_EQ(RunCommand(
+                absl::StrCat(XhcBinary(), " launch --config ", dir, "/from.yaml --out ", ref), log),
+            0)
+      << ReadText(log);
   const std::string want = Tensors(ref);
   ASSERT_FALSE(want.empty());
   // Step 10 of the first layout → the second.
   const std::string a = CopyRunAsOfStep(ref, dir + "/as_other_layout", 10);
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", a, " --config ", dir,
-                                    "/to.yaml"), log), 0) << ReadText(log);
+  ASSERT_EQ(
+      RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", a, " --config ", dir, "/to.yaml"),
+                 log),
+      0)
+      << ReadText(log);
   EXPECT_NE(ReadText(log).find("continuing from " + a + "/checkpoints/step-000010"),
             std::string::npos);
   EXPECT_TRUE(Tensors(a) == want) << p.to_schedule << " resume differs";
   // Step 10 of the first layout → single process.
   const std::string b = CopyRunAsOfStep(ref, dir + "/as_single", 10);
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir,
-                                    "/from.yaml --resume --out ", b), log), 0) << ReadText(log);
+  ASSERT_EQ(
+      RunCommand(
+          absl::StrCat(XhcBinary(), " train --config ", dir, "/from.yaml --resume --out ", b), log),
+      0)
+      << ReadText(log);
   EXPECT_TRUE(Tensors(b) == want) << "single-process resume differs";
 }
 
@@ -72,14 +84,17 @@ INSTANTIATE_TEST_SUITE_P(
         Layouts{"xhc", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: [2]}",
                 "dualpipev", 4, "1f1b", 2},
         Layouts{"hc", "{type: hc, n_streams: 4}", "dualpipev", 4, "1f1b", 2},
-        Layouts{"xhc_flash4", "{type: xhc_flash, window: 4, n_streams: 6, n_active: 3, "
-                              "n_fixed: 1, conv_kernels: [2]}",
+        Layouts{"xhc_flash4",
+                "{type: xhc_flash, window: 4, n_streams: 6, n_active: 3, "
+                "n_fixed: 1, conv_kernels: [2]}",
                 "dualpipev", 2, "1f1b", 4},
-        Layouts{"uneven_to_even", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
-                                  "conv_kernels: [2]}",
+        Layouts{"uneven_to_even",
+                "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                "conv_kernels: [2]}",
                 "1f1b", 4, "dualpipev", 2, "first_stage_layers: 0, last_stage_layers: 3"},
-        Layouts{"even_to_uneven", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
-                                  "conv_kernels: [2]}",
+        Layouts{"even_to_uneven",
+                "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                "conv_kernels: [2]}",
                 "dualpipev", 2, "zb1p", 2, "", "first_stage_layers: 1"}),
     [](const auto& info) { return info.param.name; });
 

@@ -22,14 +22,19 @@ TEST(ScheduleCsvResume, ResumeRunsTheSavedCsv) {
   for (int i = 0; i < 300; ++i) absl::StrAppend(&text, "schedules come back ", i, ".\n");
   WriteText(dir + "/corpus.txt", text);
   const std::string cfg = dir + "/config.yaml", csv = dir + "/zbv.csv", log = dir + "/log.txt";
-  WriteText(cfg, absl::StrCat(
-      "model: {d_model: 16, n_layers: 4, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 8,\n"
-      "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: [2]}}\n"
-      "optim: {lr: 0.01, warmup_steps: 3}\n"
-      "train: {steps: 20, batch_size: 2, microbatches: 4, seed: 3, eval_every: 0}\n"
-      "data: {train: ", dir, "/corpus.txt}\n"
-      "pipeline: {workers: 2}\n"
-      "checkpoint: {every: 10, keep: 3}\n"));
+  WriteText(
+      cfg,
+      absl::StrCat(
+          "model: {d_model: 16, n_layers: 4, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 8,\n"
+          "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: "
+          "[2]}}\n"
+          "optim: {lr: 0.01, warmup_steps: 3}\n"
+          "train: {steps: 20, batch_size: 2, microbatches: 4, seed: 3, eval_every: 0}\n"
+          "data: {train: ",
+          dir,
+          "/corpus.txt}\n"
+          "pipeline: {workers: 2}\n"
+          "checkpoint: {every: 10, keep: 3}\n"));
   auto export_csv = [&](const std::string& type) {
     return RunCommand(absl::StrCat(XhcBinary(), " schedule --type ", type,
                                    " --ranks 2 --microbatches 4 --format torch-csv --out ", csv),
@@ -39,7 +44,10 @@ TEST(ScheduleCsvResume, ResumeRunsTheSavedCsv) {
   const std::string zbv = ReadText(csv);
   const std::string ref = dir + "/ref";
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", ref,
-                                    " --schedule-csv ", csv), log), 0) << ReadText(log);
+                                    " --schedule-csv ", csv),
+                       log),
+            0)
+      << ReadText(log);
   ASSERT_NE(ReadText(log).find(kZbvPlaced), std::string::npos) << ReadText(log);
   EXPECT_EQ(ReadText(ref + "/schedule.csv"), zbv);
   const std::string want = CheckpointFingerprint(ref, 20);
@@ -54,8 +62,7 @@ TEST(ScheduleCsvResume, ResumeRunsTheSavedCsv) {
   const std::string out = ReadText(a_log);
   EXPECT_NE(out.find("continuing from " + a + "/checkpoints/step-000010"), std::string::npos)
       << out;
-  EXPECT_NE(out.find("running the schedule CSV saved in " + a + "/schedule.csv"),
-            std::string::npos)
+  EXPECT_NE(out.find("running the schedule CSV saved in " + a + "/schedule.csv"), std::string::npos)
       << out;
   EXPECT_NE(out.find(kZbvPlaced), std::string::npos) << out;
   EXPECT_TRUE(CheckpointFingerprint(a, 20) == want) << "resumed run differs";
@@ -65,8 +72,9 @@ TEST(ScheduleCsvResume, ResumeRunsTheSavedCsv) {
   ASSERT_EQ(export_csv("1f1b"), 0) << ReadText(log);
   const std::string b = CopyRunAsOfStep(ref, dir + "/changed", 10);
   const std::string b_log = dir + "/changed.log";
-  EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", b, " --schedule-csv ", csv),
-                       b_log), 0);
+  EXPECT_NE(
+      RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", b, " --schedule-csv ", csv), b_log),
+      0);
   const std::string refused = ReadText(b_log);
   EXPECT_NE(refused.find("resume: the schedule CSV " + csv), std::string::npos) << refused;
   EXPECT_NE(refused.find("differs from the one this job ran, saved as " + b + "/schedule.csv"),

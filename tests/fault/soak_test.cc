@@ -56,8 +56,8 @@ std::string NthLine(const std::string& text, const std::string& what, int n) {
 }
 
 // Waits until `what` occurs more than `seen` times in the log; seconds since t0, or -1.
-double WaitForCount(const std::string& log, const std::string& what, int seen,
-                    Clock::time_point t0, double timeout_s) {
+double WaitForCount(const std::string& log, const std::string& what, int seen, Clock::time_point t0,
+                    double timeout_s) {
   while (Since(t0) < timeout_s) {
     if (Count(ReadText(log), what) > seen) return Since(t0);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -71,8 +71,7 @@ TEST(Soak, JobSurvivesRepeatedKillsBitIdentically) {
   const std::string dir = FreshDir("soak");
   const std::string config = FaultJobConfig(dir, "1f1b", kSteps, /*max_restarts=*/kKills + 5);
   const std::string ref = dir + "/ref", log = dir + "/ref.log";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", config, " --out ", ref),
-                       log),
+  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", config, " --out ", ref), log),
             0)
       << ReadText(log);
   const std::string want = CheckpointFingerprint(ref, kSteps);
@@ -88,8 +87,7 @@ TEST(Soak, JobSurvivesRepeatedKillsBitIdentically) {
     // A random moment after the previous recovery: mid-step, mid-checkpoint or idle.
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 800));
     const std::vector<int> pids = WaitForWorkers(run);
-    ASSERT_FALSE(pids.empty()) << "no live worker for kill " << k + 1 << "\n"
-                               << ReadText(job_log);
+    ASSERT_FALSE(pids.empty()) << "no live worker for kill " << k + 1 << "\n" << ReadText(job_log);
     const int victim = pids[rng() % pids.size()];
     const auto killed_at = Clock::now();
     ASSERT_EQ(kill(victim, SIGKILL), 0) << "kill " << k + 1;
@@ -104,23 +102,26 @@ TEST(Soak, JobSurvivesRepeatedKillsBitIdentically) {
         << text;
     const std::string detected = NthLine(text, "failure detected at step", k);
     const std::string recovered = NthLine(text, "recovered in", k);
-    const int failed_step = std::atoi(detected.c_str() + std::string("failure detected at step ").size());
+    const int failed_step =
+        std::atoi(detected.c_str() + std::string("failure detected at step ").size());
     const size_t lost_at = recovered.rfind("; ");
     const int lost = lost_at == std::string::npos ? -1 : std::atoi(recovered.c_str() + lost_at + 2);
     total_lost += lost;
-    std::printf("kill %2d/%d: pid %d in step %d; detected %.3f s, recovered %.3f s after the kill "
-                "(controller: %s); %d step(s) redone\n",
-                k + 1, kKills, victim, failed_step, detect_s, recover_s,
-                recovered.substr(0, recovered.find(':')).c_str(), lost);
+    std::printf(
+        "kill %2d/%d: pid %d in step %d; detected %.3f s, recovered %.3f s after the kill "
+        "(controller: %s); %d step(s) redone\n",
+        k + 1, kKills, victim, failed_step, detect_s, recover_s,
+        recovered.substr(0, recovered.find(':')).c_str(), lost);
     std::fflush(stdout);
     ASSERT_EQ(ReadText(run + "/metrics.jsonl").find(absl::StrCat("\"step\": ", kSteps, ",")),
               std::string::npos)
         << "the job finished before kill " << k + 2 << " (make kSteps larger)";
   }
   ASSERT_EQ(WaitForExit(job, 600), 0) << ReadText(job_log);
-  std::printf("soak: %d kills delivered (XHC_TEST_SEED=%llu), %.0f steps redone in all, job of %d steps "
-              "finished\n",
-              delivered, static_cast<unsigned long long>(TestBaseSeed()), total_lost, kSteps);
+  std::printf(
+      "soak: %d kills delivered (XHC_TEST_SEED=%llu), %.0f steps redone in all, job of %d steps "
+      "finished\n",
+      delivered, static_cast<unsigned long long>(TestBaseSeed()), total_lost, kSteps);
   EXPECT_EQ(delivered, kKills);
   EXPECT_EQ(Count(ReadText(job_log), "recovered in"), kKills) << ReadText(job_log);
   EXPECT_TRUE(CheckpointFingerprint(run, kSteps) == want)

@@ -97,8 +97,8 @@ std::string Digest(Controller* ctl) {
   JobView v = ctl->View(0, 0);
   std::string d = absl::StrCat(v.state, "|", v.generation, "|", v.step);
   for (const WorkerView& w : v.workers) {
-    absl::StrAppend(&d, "|", w.rank, ",", w.worker_id, ",", w.host, ",", w.pid, ",", w.epoch,
-                    ",", w.actions_done, ",", w.step, ",", w.health);
+    absl::StrAppend(&d, "|", w.rank, ",", w.worker_id, ",", w.host, ",", w.pid, ",", w.epoch, ",",
+                    w.actions_done, ",", w.step, ",", w.health);
   }
   return d;
 }
@@ -209,8 +209,7 @@ void RunCall(ControllerHandlers& h, Controller* ctl, Shadow& shadow, const fuzz:
       if (authentic) Check(s.ok() && resp.workers_size() == kWorkers, "Status: wrong answer");
       break;
     }
-    case fuzz::RpcCall::RPC_NOT_SET:
-      return;
+    case fuzz::RpcCall::RPC_NOT_SET: return;
   }
   if (!authentic) {
     // UNAUTHENTICATED, or RESOURCE_EXHAUSTED once this client's bad-token burst is spent.

@@ -38,20 +38,33 @@ std::string ShortHostname() {
 std::string SlurmConf(const std::string& dir, const std::string& node, int cpus) {
   return absl::StrCat(
       "ClusterName=xhctest\n"
-      "SlurmctldHost=", node, "(127.0.0.1)\n"
-      "SlurmctldPort=", FreePort(), "\nSlurmdPort=", FreePort(), "\n"
+      "SlurmctldHost=",
+      node,
+      "(127.0.0.1)\n"
+      "SlurmctldPort=",
+      FreePort(), "\nSlurmdPort=", FreePort(),
+      "\n"
       "SlurmUser=root\nSlurmdUser=root\n"
       "AuthType=auth/none\nCredType=cred/none\n"
-      "StateSaveLocation=", dir, "/state\nSlurmdSpoolDir=", dir, "/spool\n"
-      "SlurmctldPidFile=", dir, "/slurmctld.pid\nSlurmdPidFile=", dir, "/slurmd.pid\n"
-      "SlurmctldLogFile=", dir, "/slurmctld.log\nSlurmdLogFile=", dir, "/slurmd.log\n"
+      "StateSaveLocation=",
+      dir, "/state\nSlurmdSpoolDir=", dir,
+      "/spool\n"
+      "SlurmctldPidFile=",
+      dir, "/slurmctld.pid\nSlurmdPidFile=", dir,
+      "/slurmd.pid\n"
+      "SlurmctldLogFile=",
+      dir, "/slurmctld.log\nSlurmdLogFile=", dir,
+      "/slurmd.log\n"
       "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
       "SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n"
       "SchedulerType=sched/builtin\nMpiDefault=none\nReturnToService=2\n"
       "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
       "JobCompType=jobcomp/none\n"
-      "NodeName=", node, " NodeAddr=127.0.0.1 CPUs=", cpus, " State=UNKNOWN\n"
-      "PartitionName=test Nodes=", node, " Default=YES MaxTime=10 State=UP\n");
+      "NodeName=",
+      node, " NodeAddr=127.0.0.1 CPUs=", cpus,
+      " State=UNKNOWN\n"
+      "PartitionName=test Nodes=",
+      node, " Default=YES MaxTime=10 State=UP\n");
 }
 
 // A daemon in the foreground (-D), in its own process group, output to dir/<name>.out.
@@ -83,8 +96,9 @@ void Stop(pid_t pid) {
 std::string SlurmUnavailableReason() {
   for (const char* p : {"slurmctld", "slurmd", "sbatch", "srun", "squeue", "scancel", "sinfo"}) {
     if (FindProgram(p).empty()) {
-      return absl::StrCat(p, " is not installed (Debian: apt-get install slurm-wlm; setup.sh "
-                             "installs it)");
+      return absl::StrCat(p,
+                          " is not installed (Debian: apt-get install slurm-wlm; setup.sh "
+                          "installs it)");
     }
   }
   if (geteuid() != 0) return "slurmd must run as root (SlurmUser=root) to start job steps";

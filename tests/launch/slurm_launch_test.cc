@@ -62,10 +62,10 @@ TEST(SlurmLaunch, SbatchExampleTrainsLikeXhcTrain) {
   const int port = FreePort();
   // The environment sbatch exports to the job: which binary, and the controller's port.
   // No XHC_CONTROLLER: workers must find the controller from SLURM_JOB_NODELIST.
-  const ToolResult r = (*cluster)->Run(
-      {"sbatch", "--wait", "--ntasks=2", "--time=3", "--output=" + job_out, "--chdir=" + dir,
-       SbatchScript(), config, run},
-      150, {{"XHC_BIN", XhcBinary()}, {"XHC_CONTROLLER_PORT", absl::StrCat(port)}});
+  const ToolResult r =
+      (*cluster)->Run({"sbatch", "--wait", "--ntasks=2", "--time=3", "--output=" + job_out,
+                       "--chdir=" + dir, SbatchScript(), config, run},
+                      150, {{"XHC_BIN", XhcBinary()}, {"XHC_CONTROLLER_PORT", absl::StrCat(port)}});
   const std::string job_log = ReadText(job_out);
   ASSERT_EQ(r.exit_code, 0) << "sbatch: " << r.output << "\njob output:\n"
                             << job_log << (*cluster)->Logs();
@@ -83,20 +83,23 @@ TEST(SlurmLaunch, SbatchExampleTrainsLikeXhcTrain) {
   for (int s = 0; s < kSteps; ++s) EXPECT_EQ(got[s], want[s]) << "step " << s + 1;
   // The same 2 tasks as XHC_DATA_PARALLEL=2 replicas of a 1-rank pipeline: same losses.
   const std::string dp_out = dir + "/job_dp.out", dp_run = dir + "/run_dp";
-  const ToolResult dp = (*cluster)->Run(
-      {"sbatch", "--wait", "--ntasks=2", "--time=3", "--output=" + dp_out, "--chdir=" + dir,
-       SbatchScript(), config, dp_run},
-      150, {{"XHC_BIN", XhcBinary()}, {"XHC_CONTROLLER_PORT", absl::StrCat(FreePort())},
-            {"XHC_DATA_PARALLEL", "2"}});
+  const ToolResult dp =
+      (*cluster)->Run({"sbatch", "--wait", "--ntasks=2", "--time=3", "--output=" + dp_out,
+                       "--chdir=" + dir, SbatchScript(), config, dp_run},
+                      150,
+                      {{"XHC_BIN", XhcBinary()},
+                       {"XHC_CONTROLLER_PORT", absl::StrCat(FreePort())},
+                       {"XHC_DATA_PARALLEL", "2"}});
   const std::string dp_log = ReadText(dp_out);
   ASSERT_EQ(dp.exit_code, 0) << "sbatch: " << dp.output << "\njob output:\n" << dp_log;
   EXPECT_NE(dp_log.find("replica 1 of 2"), std::string::npos) << dp_log;
   EXPECT_EQ(MicrobatchLosses(dp_run), want) << dp_log;
   cluster->reset();  // stops the daemons: part of the time this test takes
-  std::printf("Slurm job of %d steps on 2 workers (and as 2 replicas): losses %s; cluster + "
-              "jobs + xhc train %.1f s\n",
-              kSteps, got == want ? "bit-identical to xhc train" : "DIFFER",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::printf(
+      "Slurm job of %d steps on 2 workers (and as 2 replicas): losses %s; cluster + "
+      "jobs + xhc train %.1f s\n",
+      kSteps, got == want ? "bit-identical to xhc train" : "DIFFER",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace

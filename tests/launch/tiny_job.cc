@@ -14,9 +14,13 @@ std::string WriteTinyJob(const std::string& dir, int steps) {
   WriteText(path, absl::StrCat(
                       "model: {d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, d_ff: 32, "
                       "seq_len: 8, residual: {type: xhc, n_streams: 4, n_active: 2, n_fixed: 1}}\n"
-                      "train: {steps: ", steps, ", batch_size: 1, microbatches: 2, seed: 5, "
+                      "train: {steps: ",
+                      steps,
+                      ", batch_size: 1, microbatches: 2, seed: 5, "
                       "eval_every: 0}\n"
-                      "data: {train: ", corpus, "}\n"
+                      "data: {train: ",
+                      corpus,
+                      "}\n"
                       "pipeline: {schedule: 1f1b, workers: 2}\n"
                       "checkpoint: {every: 0}\n"));
   return path;
@@ -25,8 +29,7 @@ std::string WriteTinyJob(const std::string& dir, int steps) {
 absl::StatusOr<std::vector<std::string>> SingleProcessLosses(const std::string& dir,
                                                              const std::string& config) {
   const std::string log = dir + "/train.log";
-  if (RunCommand(absl::StrCat(XhcBinary(), " train --config ", config, " --out ", dir,
-                              "/single"),
+  if (RunCommand(absl::StrCat(XhcBinary(), " train --config ", config, " --out ", dir, "/single"),
                  log) != 0) {
     return absl::InternalError(absl::StrCat("xhc train failed:\n", ReadText(log)));
   }

@@ -19,8 +19,7 @@ constexpr int kSteps = 3;
 // `xhc worker` with torchrun's variables for `rank` of `world` and nothing else.
 std::string TorchrunWorker(int port, const std::string& token, int rank, int world) {
   return absl::StrCat("env MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " RANK=", rank,
-                      " WORLD_SIZE=", world, " XHC_JOB_TOKEN=", token, " ", XhcBinary(),
-                      " worker");
+                      " WORLD_SIZE=", world, " XHC_JOB_TOKEN=", token, " ", XhcBinary(), " worker");
 }
 
 TEST(TorchrunLaunch, WorkersFromTorchrunVariablesJoinAndTrainLikeXhcTrain) {
@@ -50,8 +49,7 @@ TEST(TorchrunLaunch, WorkersFromTorchrunVariablesJoinAndTrainLikeXhcTrain) {
       << ReadText(refused);
 
   const int w1 = StartBackground(TorchrunWorker(port, token, 1, 2), dir + "/w1.log");
-  EXPECT_TRUE(WaitForText(clog, absl::StrCat("(pid ", w1, ", 127.0.0.1) registered as rank 1"),
-                          60))
+  EXPECT_TRUE(WaitForText(clog, absl::StrCat("(pid ", w1, ", 127.0.0.1) registered as rank 1"), 60))
       << ReadText(clog) << ReadText(dir + "/w1.log");
   const int w0 = StartBackground(TorchrunWorker(port, token, 0, 2), dir + "/w0.log");
   EXPECT_EQ(WaitForExit(controller, 120), 0) << ReadText(clog);

@@ -24,7 +24,7 @@ struct Grid {
   std::string schedule;
   int pipeline_ranks;
   int replicas;
-  bool by_flag;  // --data-parallel on the command line instead of pipeline.data_parallel
+  bool by_flag;          // --data-parallel on the command line instead of pipeline.data_parallel
   std::string env = "";  // environment for the launch ("XHC_REPLICA_REDUCE_BLOCKING=1")
 };
 
@@ -33,9 +33,14 @@ std::string Yaml(const std::string& corpus, const std::string& pipeline) {
       "model: {d_model: 16, n_layers: 4, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 8,\n"
       "        residual: {type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: [2]}}\n"
       "optim: {lr: 0.01, warmup_steps: 3}\n"
-      "train: {steps: ", kSteps, ", batch_size: 2, microbatches: 8, seed: 21, eval_every: 0}\n"
-      "data: {train: ", corpus, "}\n"
-      "checkpoint: {every: 4, keep: 100}\n", pipeline);
+      "train: {steps: ",
+      kSteps,
+      ", batch_size: 2, microbatches: 8, seed: 21, eval_every: 0}\n"
+      "data: {train: ",
+      corpus,
+      "}\n"
+      "checkpoint: {every: 4, keep: 100}\n",
+      pipeline);
 }
 
 int ShardFiles(const std::string& run, int step) {
@@ -52,8 +57,10 @@ class DataParallel : public ::testing::Test {
     for (int i = 0; i < 300; ++i) absl::StrAppend(&text, "replicas agree; ", i, " steps.\n");
     WriteText(corpus_, text);
     WriteText(dir_ + "/single.yaml", Yaml(corpus_, ""));
-    ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir_,
-                                      "/single.yaml --out ", single_), log_), 0)
+    ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir_, "/single.yaml --out ",
+                                      single_),
+                         log_),
+              0)
         << ReadText(log_);
     want_losses_ = MicrobatchLosses(single_);
     ASSERT_EQ(want_losses_.size(), static_cast<size_t>(kSteps));
@@ -68,26 +75,26 @@ class DataParallel : public ::testing::Test {
     const std::string run = absl::StrCat(dir_, "/", g.schedule, "_pp", g.pipeline_ranks, "_dp",
                                          g.replicas, g.env.empty() ? "" : "_env");
     const std::string cfg = run + ".yaml";
-    WriteText(cfg, Yaml(corpus_, absl::StrCat(
-                                     "pipeline: {schedule: ", g.schedule, ", workers: ",
-                                     g.pipeline_ranks,
-                                     g.by_flag ? "" : absl::StrCat(", data_parallel: ", g.replicas),
-                                     "}\n")));
+    WriteText(
+        cfg,
+        Yaml(corpus_,
+             absl::StrCat("pipeline: {schedule: ", g.schedule, ", workers: ", g.pipeline_ranks,
+                          g.by_flag ? "" : absl::StrCat(", data_parallel: ", g.replicas), "}\n")));
     const std::string run_log = run + ".log";
-    EXPECT_EQ(RunCommand(absl::StrCat(g.env.empty() ? "" : "env " + g.env + " ", XhcBinary(),
-                                      " launch --config ", cfg, " --out ", run,
-                                      g.by_flag ? absl::StrCat(" --data-parallel ", g.replicas)
-                                                : ""),
-                         run_log),
-              0)
+    EXPECT_EQ(
+        RunCommand(absl::StrCat(g.env.empty() ? "" : "env " + g.env + " ", XhcBinary(),
+                                " launch --config ", cfg, " --out ", run,
+                                g.by_flag ? absl::StrCat(" --data-parallel ", g.replicas) : ""),
+                   run_log),
+        0)
         << ReadText(run_log);
-    EXPECT_NE(ReadText(run_log).find(absl::StrCat("starting ", g.pipeline_ranks * g.replicas,
-                                                  " workers")),
+    EXPECT_NE(ReadText(run_log).find(
+                  absl::StrCat("starting ", g.pipeline_ranks * g.replicas, " workers")),
               std::string::npos)
         << ReadText(run_log);
-    EXPECT_NE(ReadText(run_log).find(absl::StrCat("replica 1 of ", g.replicas)),
-              std::string::npos)
-        << "no worker ran as replica 1:\n" << ReadText(run_log);
+    EXPECT_NE(ReadText(run_log).find(absl::StrCat("replica 1 of ", g.replicas)), std::string::npos)
+        << "no worker ran as replica 1:\n"
+        << ReadText(run_log);
     return run;
   }
 
@@ -98,15 +105,15 @@ class DataParallel : public ::testing::Test {
 };
 
 TEST_F(DataParallel, GridsMatchSingleProcessBitForBit) {
-  for (const Grid& g : {Grid{"1f1b", 1, 2, true}, Grid{"1f1b", 2, 2, false},
-                        Grid{"dualpipev", 2, 2, true},
-                        // DualPipe's mirror sums, finished before each replica exchange.
-                        Grid{"dualpipe", 2, 2, true},
-                        // The measurement mode (each exchange waited for at once) changes
-                        // only timing.
-                        Grid{"dualpipev", 2, 2, true, "XHC_REPLICA_REDUCE_BLOCKING=1"}}) {
-    SCOPED_TRACE(absl::StrCat(g.schedule, " PP=", g.pipeline_ranks, " x DP=", g.replicas, " ",
-                              g.env));
+  for (const Grid& g :
+       {Grid{"1f1b", 1, 2, true}, Grid{"1f1b", 2, 2, false}, Grid{"dualpipev", 2, 2, true},
+        // DualPipe's mirror sums, finished before each replica exchange.
+        Grid{"dualpipe", 2, 2, true},
+        // The measurement mode (each exchange waited for at once) changes
+        // only timing.
+        Grid{"dualpipev", 2, 2, true, "XHC_REPLICA_REDUCE_BLOCKING=1"}}) {
+    SCOPED_TRACE(
+        absl::StrCat(g.schedule, " PP=", g.pipeline_ranks, " x DP=", g.replicas, " ", g.env));
     const std::string run = Launch(g);
     const std::vector<std::string> got = MicrobatchLosses(run);
     ASSERT_EQ(got.size(), want_losses_.size());
@@ -132,10 +139,13 @@ TEST_F(DataParallel, CheckpointOfTwoReplicasResumesOnOne) {
   fs::remove_all(cut + "/checkpoints/step-000008");
   WriteText(cut + "/checkpoints/LATEST", "step-000004\n");
   fs::remove(cut + "/metrics.jsonl");
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", cut, " --data-parallel 1"),
-                       log_), 0) << ReadText(log_);
+  ASSERT_EQ(
+      RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", cut, " --data-parallel 1"), log_),
+      0)
+      << ReadText(log_);
   EXPECT_NE(ReadText(log_).find("continuing from " + cut + "/checkpoints/step-000004"),
-            std::string::npos) << ReadText(log_);
+            std::string::npos)
+      << ReadText(log_);
   EXPECT_NE(ReadText(log_).find("starting 2 workers (1f1b, 1 replica(s))"), std::string::npos)
       << ReadText(log_);
   const std::vector<std::string> got = MicrobatchLosses(cut);
@@ -153,7 +163,8 @@ TEST_F(DataParallel, ReplicasThatCannotSplitTheBatchAreRefusedBeforeAnyWorkerSta
             0);
   const std::string out = ReadText(log_);
   EXPECT_NE(out.find("pipeline.data_parallel: 3 replicas cannot split train.microbatches = 8"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   EXPECT_EQ(out.find("registered"), std::string::npos) << out;
 }
 

@@ -56,11 +56,19 @@ struct Variant {
 // Every schedule users can select, on 1, 2 and 4 ranks where it exists; the types PyTorch
 // ships beyond the first six are a separate list so they can be run on their own
 // (--gtest_filter='*torch*').
-const std::vector<Case> kAllSchedules = {
-    {"gpipe", 1},     {"gpipe", 2},       {"gpipe", 4},         {"1f1b", 1},
-    {"1f1b", 2},      {"1f1b", 4},        {"interleaved1f1b", 2, 2},
-    {"zb1p", 2},      {"zb1p", 4},        {"dualpipe", 2},      {"dualpipe", 4},
-    {"dualpipev", 2}, {"dualpipev", 4}};
+const std::vector<Case> kAllSchedules = {{"gpipe", 1},
+                                         {"gpipe", 2},
+                                         {"gpipe", 4},
+                                         {"1f1b", 1},
+                                         {"1f1b", 2},
+                                         {"1f1b", 4},
+                                         {"interleaved1f1b", 2, 2},
+                                         {"zb1p", 2},
+                                         {"zb1p", 4},
+                                         {"dualpipe", 2},
+                                         {"dualpipe", 4},
+                                         {"dualpipev", 2},
+                                         {"dualpipev", 4}};
 // zbv: two chunks per rank in a V (8 stages on 4 ranks); the looped types: chunks r, r+R.
 const std::vector<Case> kTorchSchedules = {
     {"zbv", 2, 1, "", "0, 3"},
@@ -88,10 +96,16 @@ const std::vector<Case> kUnevenPairSchedules = {
 std::string ConfigYaml(const Variant& v, const std::string& corpus) {
   return absl::StrCat(
       "model: {d_model: 16, n_layers: 8, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 8,\n"
-      "        residual: ", v.residual, "}\n"
+      "        residual: ",
+      v.residual,
+      "}\n"
       "optim: {lr: 0.01, warmup_steps: 3}\n"
-      "train: {steps: ", kSteps, ", batch_size: 2, microbatches: 8, seed: 11, eval_every: 0}\n"
-      "data: {train: ", corpus, "}\n"
+      "train: {steps: ",
+      kSteps,
+      ", batch_size: 2, microbatches: 8, seed: 11, eval_every: 0}\n"
+      "data: {train: ",
+      corpus,
+      "}\n"
       "checkpoint: {every: 1, keep: 100}\n");
 }
 
@@ -130,8 +144,8 @@ std::string LaunchArgs(const Variant& v, const Case& c, const std::string& corpu
                          log),
               0)
         << ReadText(log);
-    WriteText(cfg, absl::StrCat(ConfigYaml(v, corpus), "pipeline: {workers: ", c.ranks, layers,
-                                "}\n"));
+    WriteText(cfg,
+              absl::StrCat(ConfigYaml(v, corpus), "pipeline: {workers: ", c.ranks, layers, "}\n"));
     return " --schedule-csv " + csv;
   }
   WriteText(csv, c.csv);
@@ -153,8 +167,9 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
   WriteText(config, ConfigYaml(v, corpus));
   const std::string log = dir + "/log.txt";
   const std::string single = dir + "/single";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", config, " --out ", single),
-                       log), 0) << ReadText(log);
+  ASSERT_EQ(
+      RunCommand(absl::StrCat(XhcBinary(), " train --config ", config, " --out ", single), log), 0)
+      << ReadText(log);
   const std::vector<std::string> want = MicrobatchLosses(single);
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
   const auto want1 = CheckpointTensors(single, 1), want_last = CheckpointTensors(single, kSteps);
@@ -162,22 +177,23 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
   ASSERT_FALSE(want_last.empty());
   ASSERT_FALSE(FirstDifference(want1, want_last).empty()) << "training did not move the weights";
   for (const Case& c : v.cases) {
-    SCOPED_TRACE(absl::StrCat(v.name, " ", c.schedule, " on ", c.ranks, " ranks", " ", c.csv,
-                              " ", c.stage_layers));
-    const std::string run = absl::StrCat(dir, "/", c.schedule, "_", c.ranks,
-                                         c.csv.empty() ? "" : "_csv",
-                                         c.stage_layers.empty() ? "" : "_uneven");
+    SCOPED_TRACE(absl::StrCat(v.name, " ", c.schedule, " on ", c.ranks, " ranks", " ", c.csv, " ",
+                              c.stage_layers));
+    const std::string run =
+        absl::StrCat(dir, "/", c.schedule, "_", c.ranks, c.csv.empty() ? "" : "_csv",
+                     c.stage_layers.empty() ? "" : "_uneven");
     const std::string cfg = absl::StrCat(run, ".yaml"), run_log = run + ".log";
     ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", run,
                                       LaunchArgs(v, c, corpus, run)),
                          run_log),
-              0) << ReadText(run_log);
+              0)
+        << ReadText(run_log);
     if (!c.rank0_stages.empty()) {
       std::string placed = absl::StrCat("[rank 0] registered: stages [", c.rank0_stages, "], ",
                                         c.csv.empty() ? c.schedule : "custom");
       if (!c.rank0_layers.empty()) absl::StrAppend(&placed, ", layers [", c.rank0_layers, "]");
-      EXPECT_NE(ReadText(run_log).find(placed), std::string::npos)
-          << "want '" << placed << "' in\n" << ReadText(run_log);
+      EXPECT_NE(ReadText(run_log).find(placed), std::string::npos) << "want '" << placed << "' in\n"
+                                                                   << ReadText(run_log);
     }
     const std::vector<std::string> got = MicrobatchLosses(run);
     ASSERT_EQ(got.size(), want.size());
@@ -188,8 +204,8 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
     const std::string diff_last = FirstDifference(want_last, CheckpointTensors(run, kSteps));
     EXPECT_EQ(diff1, "") << "parameters after step 1 differ";
     EXPECT_EQ(diff_last, "") << "parameters after step " << kSteps << " differ";
-    std::printf("%s %s%s%s R=%d: losses %s, parameters after steps 1 and %d %s\n",
-                v.name.c_str(), c.schedule.c_str(), c.csv.empty() ? "" : " (csv)",
+    std::printf("%s %s%s%s R=%d: losses %s, parameters after steps 1 and %d %s\n", v.name.c_str(),
+                c.schedule.c_str(), c.csv.empty() ? "" : " (csv)",
                 c.stage_layers.empty() ? "" : (" {" + c.stage_layers + "}").c_str(), c.ranks,
                 got == want ? "bit-identical" : "DIFFER", kSteps,
                 diff1.empty() && diff_last.empty() ? "bit-identical" : "DIFFER");
@@ -207,7 +223,8 @@ TEST(ScheduleCsv, DeadlockingCsvIsRefusedBeforeAnyWorkerStarts) {
   WriteText(cfg, absl::StrCat("model: {d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, "
                               "d_ff: 32, seq_len: 8, residual: {type: vanilla}}\n"
                               "train: {steps: 2, batch_size: 2, microbatches: 2}\n"
-                              "data: {train: ", corpus, "}\npipeline: {workers: 2}\n"));
+                              "data: {train: ",
+                              corpus, "}\npipeline: {workers: 2}\n"));
   EXPECT_NE(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", dir,
                                     "/run --schedule-csv ", csv),
                        log),
@@ -228,28 +245,37 @@ const std::vector<Case> kPairSchedules = {{"1f1b", 2}, {"1f1b", 4}, {"zb1p", 2},
 INSTANTIATE_TEST_SUITE_P(
     Residuals, PipelineEquivalence,
     ::testing::Values(
-        Variant{"xhc", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
-                       "conv_kernels: [2, 3], sinkhorn_iters: 6}", kAllSchedules},
+        Variant{"xhc",
+                "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                "conv_kernels: [2, 3], sinkhorn_iters: 6}",
+                kAllSchedules},
         Variant{"mhc", "{type: mhc, n_streams: 6, sinkhorn_iters: 6}", kAllSchedules},
         Variant{"vanilla", "{type: vanilla}", kAllSchedules},
-        Variant{"xhc_torch", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
-                             "conv_kernels: [2, 3], sinkhorn_iters: 6}", kTorchSchedules},
+        Variant{"xhc_torch",
+                "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                "conv_kernels: [2, 3], sinkhorn_iters: 6}",
+                kTorchSchedules},
         Variant{"mhc_torch", "{type: mhc, n_streams: 6, sinkhorn_iters: 6}", kTorchSchedules},
         Variant{"vanilla_torch", "{type: vanilla}", kTorchSchedules},
         Variant{"hc", "{type: hc, n_streams: 4}", kCoreSchedules},
         Variant{"mhc_conv", "{type: mhc, n_streams: 4, conv_kernels: [2, 3], sinkhorn_iters: 6}",
                 kCoreSchedules},
-        Variant{"xhc_flash2", "{type: xhc_flash, window: 2, n_streams: 6, n_active: 3, "
-                              "n_fixed: 1, conv_kernels: [2, 3], sinkhorn_iters: 6}",
+        Variant{"xhc_flash2",
+                "{type: xhc_flash, window: 2, n_streams: 6, n_active: 3, "
+                "n_fixed: 1, conv_kernels: [2, 3], sinkhorn_iters: 6}",
                 kCoreSchedules},
-        Variant{"xhc_flash4", "{type: xhc_flash, window: 4, n_streams: 6, n_active: 3, "
-                              "n_fixed: 1, conv_kernels: [2, 3], sinkhorn_iters: 6}",
+        Variant{"xhc_flash4",
+                "{type: xhc_flash, window: 4, n_streams: 6, n_active: 3, "
+                "n_fixed: 1, conv_kernels: [2, 3], sinkhorn_iters: 6}",
                 kPairSchedules},
-        Variant{"xhc_uneven", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
-                              "conv_kernels: [2, 3], sinkhorn_iters: 6}", kUnevenSchedules},
+        Variant{"xhc_uneven",
+                "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                "conv_kernels: [2, 3], sinkhorn_iters: 6}",
+                kUnevenSchedules},
         Variant{"vanilla_uneven", "{type: vanilla}", kUnevenSchedules},
-        Variant{"xhc_flash4_uneven", "{type: xhc_flash, window: 4, n_streams: 6, n_active: 3, "
-                                     "n_fixed: 1, conv_kernels: [2, 3], sinkhorn_iters: 6}",
+        Variant{"xhc_flash4_uneven",
+                "{type: xhc_flash, window: 4, n_streams: 6, n_active: 3, "
+                "n_fixed: 1, conv_kernels: [2, 3], sinkhorn_iters: 6}",
                 kUnevenPairSchedules}),
     [](const auto& info) { return info.param.name; });
 

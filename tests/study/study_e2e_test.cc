@@ -35,7 +35,8 @@ std::string StudyYaml(const std::string& corpus) {
       "                     conv_kernels: [2, 3], sinkhorn_iters: 4}}\n"
       "  optim: {lr: 0.01, warmup_steps: 2}\n"
       "  train: {batch_size: 2, seed: 5}\n"
-      "  data: {train: ", corpus, "}\n");
+      "  data: {train: ",
+      corpus, "}\n");
 }
 
 // The rows of the first markdown table after `heading`, as cells keyed by column name.
@@ -54,7 +55,10 @@ std::vector<std::map<std::string, std::string>> TableAfter(const std::string& md
     for (absl::string_view c : absl::StrSplit(line.substr(1, line.size() - 2), '|')) {
       cells.emplace_back(absl::StripAsciiWhitespace(c));
     }
-    if (header.empty()) { header = cells; continue; }
+    if (header.empty()) {
+      header = cells;
+      continue;
+    }
     if (cells[0].rfind("---", 0) == 0) continue;
     std::map<std::string, std::string> row;
     for (size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
@@ -77,12 +81,15 @@ TEST(StudyE2E, TinyStudyReportIsConsistent) {
   const std::string dir = FreshDir("study");
   std::string text;
   // The validation split takes every 20th block of the corpus: it needs ~100 KB.
-  for (int i = 0; i < 5000; ++i) absl::StrAppend(&text, "Bubbles shrink as stages overlap ", i, ".\n");
+  for (int i = 0; i < 5000; ++i)
+    absl::StrAppend(&text, "Bubbles shrink as stages overlap ", i, ".\n");
   WriteText(dir + "/corpus.txt", text);
   WriteText(dir + "/study.yaml", StudyYaml(dir + "/corpus.txt"));
   const std::string log = dir + "/log.txt", out = dir + "/out";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " study --config ", dir, "/study.yaml --out ",
-                                    out), log), 0) << ReadText(log);
+  ASSERT_EQ(RunCommand(
+                absl::StrCat(XhcBinary(), " study --config ", dir, "/study.yaml --out ", out), log),
+            0)
+      << ReadText(log);
   EXPECT_NE(ReadText(log).find("[1/"), std::string::npos) << "no progress lines";
   const std::string md = ReadText(out + "/report.md");
   const auto rows = TableAfter(md, "## All runs");
@@ -104,8 +111,8 @@ TEST(StudyE2E, TinyStudyReportIsConsistent) {
     double tps;
     ASSERT_TRUE(absl::SimpleAtod(row.at("tokens/s"), &tps));
     EXPECT_GT(tps, 0);
-    EXPECT_TRUE(std::filesystem::exists(absl::StrCat(out, "/traces/", row.at("run"),
-                                                     ".trace.json")));
+    EXPECT_TRUE(
+        std::filesystem::exists(absl::StrCat(out, "/traces/", row.at("run"), ".trace.json")));
   }
   for (const char* s : kSchedules) EXPECT_TRUE(ok_at_m4.count(s)) << s << " missing at M=4";
   EXPECT_TRUE(failed.count("xhc-dualpipe-R2-M2")) << "M < 2R must fail and be reported";

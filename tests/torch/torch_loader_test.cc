@@ -2,8 +2,8 @@
 // model is trained a few steps with `xhc train` (at a learning rate high enough to move the
 // convolutions and maps well away from their initial values, so that a wrong Gram-Schmidt,
 // Sinkhorn count or flash window shows: each of those changes the gradients by 6e-4 to 2e-2
-// of their norm, where the two implementations differ by about 1e-7), then `xhc eval --dump-grads` and
-// `xhc_torch.py eval --dump-grads` (the checkpoint loaded as a torch.nn.Module) evaluate the
+// of their norm, where the two implementations differ by about 1e-7), then `xhc eval --dump-grads`
+// and `xhc_torch.py eval --dump-grads` (the checkpoint loaded as a torch.nn.Module) evaluate the
 // same batch. Their losses must agree to 1e-5 relative, and every parameter's gradient to
 // 1e-4 of the whole gradient's norm (L2 of the difference). A checkpoint written by a
 // 2-worker pipeline job (one shard per stage) loads and agrees the same way.
@@ -54,8 +54,8 @@ double LossOf(const std::string& text) {
 class TorchLoader : public ::testing::Test {
  protected:
   void SetUp() override {
-    static const std::string* python = new std::string(TorchPython(FreshDir("torch_probe") +
-                                                                   "/probe.txt"));
+    static const std::string* python =
+        new std::string(TorchPython(FreshDir("torch_probe") + "/probe.txt"));
     python_ = *python;  // probed once: importing torch takes a second
     if (python_.empty()) {
       GTEST_SKIP() << "no python3 with torch, numpy and yaml (Debian: apt-get install "
@@ -72,35 +72,41 @@ class TorchLoader : public ::testing::Test {
     WriteText(dir + "/corpus.txt", text);
     WriteText(dir + "/config.yaml",
               absl::StrCat("model: {d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, "
-                           "d_ff: 32, seq_len: ", kSeqLen, ", residual: ", residual, "}\n"
+                           "d_ff: 32, seq_len: ",
+                           kSeqLen, ", residual: ", residual,
+                           "}\n"
                            "train: {steps: 5, batch_size: 2, microbatches: 2, seed: 11, "
                            "eval_every: 0}\n"
                            "optim: {lr: 0.02, warmup_steps: 0}\n"
-                           "data: {train: ", dir, "/corpus.txt}\n"
-                           "checkpoint: {every: 5}\n", extra));
+                           "data: {train: ",
+                           dir,
+                           "/corpus.txt}\n"
+                           "checkpoint: {every: 5}\n",
+                           extra));
     return dir;
   }
 
   // Evaluates run_dir's checkpoint with both implementations and compares.
   void Compare(const std::string& dir, const std::string& run) {
     const std::string log = dir + "/log.txt";
-    const std::string eval_args = absl::StrCat(" eval --checkpoint ", run, " --data ", dir,
-                                               "/corpus.txt --batch ", kBatch, " --seq-len ",
-                                               kSeqLen, " --dump-grads ");
+    const std::string eval_args =
+        absl::StrCat(" eval --checkpoint ", run, " --data ", dir, "/corpus.txt --batch ", kBatch,
+                     " --seq-len ", kSeqLen, " --dump-grads ");
     const std::string xhc_log = dir + "/xhc_eval.txt", torch_log = dir + "/torch_eval.txt";
-    ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), eval_args, dir, "/xhc_grads.safetensors"),
-                         xhc_log), 0) << ReadText(xhc_log);
+    ASSERT_EQ(
+        RunCommand(absl::StrCat(XhcBinary(), eval_args, dir, "/xhc_grads.safetensors"), xhc_log), 0)
+        << ReadText(xhc_log);
     ASSERT_EQ(RunCommand(absl::StrCat(python_, " ", LoaderScript(), eval_args, dir,
-                                      "/torch_grads.safetensors"), torch_log), 0)
+                                      "/torch_grads.safetensors"),
+                         torch_log),
+              0)
         << ReadText(torch_log);
     const double xhc_loss = LossOf(ReadText(xhc_log)), torch_loss = LossOf(ReadText(torch_log));
     ASSERT_TRUE(std::isfinite(xhc_loss) && xhc_loss > 0) << ReadText(xhc_log);
     EXPECT_NEAR(torch_loss, xhc_loss, 1e-5 * xhc_loss) << ReadText(torch_log);
 
-    absl::StatusOr<SafetensorsContents> ref =
-        ReadSafetensorsPath(dir + "/xhc_grads.safetensors");
-    absl::StatusOr<SafetensorsContents> got =
-        ReadSafetensorsPath(dir + "/torch_grads.safetensors");
+    absl::StatusOr<SafetensorsContents> ref = ReadSafetensorsPath(dir + "/xhc_grads.safetensors");
+    absl::StatusOr<SafetensorsContents> got = ReadSafetensorsPath(dir + "/torch_grads.safetensors");
     ASSERT_TRUE(ref.ok()) << ref.status();
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(got->tensors.size(), ref->tensors.size());
@@ -136,8 +142,11 @@ TEST_P(TorchLoaderVariants, LossAndGradientsMatchXhcEval) {
   const Variant& v = GetParam();
   const std::string dir = WriteJob(v.name, v.residual, "");
   const std::string run = dir + "/run", log = dir + "/train.txt";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir, "/config.yaml --out ",
-                                    run), log), 0) << ReadText(log);
+  ASSERT_EQ(
+      RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir, "/config.yaml --out ", run),
+                 log),
+      0)
+      << ReadText(log);
   Compare(dir, run);
 }
 
@@ -145,8 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
     Residuals, TorchLoaderVariants,
     ::testing::Values(
         Variant{"vanilla", "{type: vanilla}"}, Variant{"hc", "{type: hc}"},
-        Variant{"mhc", "{type: mhc}"},
-        Variant{"mhc_conv", "{type: mhc, conv_kernels: [2, 3]}"},
+        Variant{"mhc", "{type: mhc}"}, Variant{"mhc_conv", "{type: mhc, conv_kernels: [2, 3]}"},
         Variant{"xhc", "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, conv_kernels: [2, 4]}"},
         Variant{"xhc_no_gram_schmidt",
                 "{type: xhc, n_streams: 4, n_active: 2, conv_kernels: [3], gram_schmidt: false}"},
@@ -157,12 +165,14 @@ INSTANTIATE_TEST_SUITE_P(
 // A 2-worker pipeline writes one shard per stage (layout differs from xhc train's single
 // model.safetensors); the loader finds every tensor by name across them.
 TEST_F(TorchLoader, PipelineCheckpointLoads) {
-  const std::string dir =
-      WriteJob("pipeline", "{type: xhc, n_streams: 4, n_active: 2, n_fixed: 1}",
-               "pipeline: {schedule: 1f1b, workers: 2}\n");
+  const std::string dir = WriteJob("pipeline", "{type: xhc, n_streams: 4, n_active: 2, n_fixed: 1}",
+                                   "pipeline: {schedule: 1f1b, workers: 2}\n");
   const std::string run = dir + "/run", log = dir + "/launch.txt";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", dir, "/config.yaml --out ",
-                                    run), log), 0) << ReadText(log);
+  ASSERT_EQ(
+      RunCommand(absl::StrCat(XhcBinary(), " launch --config ", dir, "/config.yaml --out ", run),
+                 log),
+      0)
+      << ReadText(log);
   absl::StatusOr<std::string> step = LatestStepDir(run + "/checkpoints");
   ASSERT_TRUE(step.ok()) << step.status();
   absl::StatusOr<LoadedCheckpoint> ckpt = LoadCheckpoint(*step);
@@ -177,20 +187,28 @@ TEST_F(TorchLoader, PipelineCheckpointLoads) {
 TEST_F(TorchLoader, StateDictRoundTripsThroughXhcEval) {
   const std::string dir = WriteJob("state_dict", "{type: xhc, n_streams: 4, n_active: 2}", "");
   const std::string run = dir + "/run", log = dir + "/log.txt";
-  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir, "/config.yaml --out ",
-                                    run), log), 0) << ReadText(log);
+  ASSERT_EQ(
+      RunCommand(absl::StrCat(XhcBinary(), " train --config ", dir, "/config.yaml --out ", run),
+                 log),
+      0)
+      << ReadText(log);
   const std::string script_dir = LoaderScript().substr(0, LoaderScript().rfind('/'));
   ASSERT_EQ(RunCommand(absl::StrCat(python_, " -c 'import sys; sys.path.insert(0, \"", script_dir,
                                     "\"); import xhc_torch; xhc_torch.save_safetensors(xhc_torch."
-                                    "load(\"", run, "\").state_dict(), \"", dir,
-                                    "/state.safetensors\")'"), log), 0) << ReadText(log);
-  const std::string data = absl::StrCat(" --data ", dir, "/corpus.txt --batch ", kBatch,
-                                        " --seq-len ", kSeqLen);
+                                    "load(\"",
+                                    run, "\").state_dict(), \"", dir, "/state.safetensors\")'"),
+                       log),
+            0)
+      << ReadText(log);
+  const std::string data =
+      absl::StrCat(" --data ", dir, "/corpus.txt --batch ", kBatch, " --seq-len ", kSeqLen);
   const std::string from_ckpt = dir + "/ckpt.txt", from_state = dir + "/state.txt";
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " eval --checkpoint ", run, data), from_ckpt), 0)
       << ReadText(from_ckpt);
   ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " eval --config ", dir, "/config.yaml --weights ",
-                                    dir, "/state.safetensors", data), from_state), 0)
+                                    dir, "/state.safetensors", data),
+                       from_state),
+            0)
       << ReadText(from_state);
   EXPECT_EQ(ReadText(from_state), ReadText(from_ckpt));
 }

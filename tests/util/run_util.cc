@@ -7,13 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <thread>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/subprocess.h"
@@ -38,9 +37,7 @@ std::string FreshDir(const std::string& name) {
   return dir;
 }
 
-void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 std::string CopyRunAsOfStep(const std::string& from, const std::string& to, int step) {
   fs::remove_all(to);

@@ -36,8 +36,8 @@ float lr_at(int64_t step, int64_t warmup_steps, int64_t total_steps, float peak_
             float min_ratio = 0.1f);
 
 // Σ g² in double, in fixed blocks of kSumOfSquaresBlock elements, each summed in a fixed order
-// (sum_of_squares_block), the block sums added in block order: identical for any thread count. Stage-local partial sums
-// are added by the caller (in stage order) before the sqrt.
+// (sum_of_squares_block), the block sums added in block order: identical for any thread count.
+// Stage-local partial sums are added by the caller (in stage order) before the sqrt.
 inline constexpr int64_t kSumOfSquaresBlock = 8192;
 double sum_of_squares(const float* g, int64_t n);
 // One block's sum (n <= kSumOfSquaresBlock) on the calling thread: eight interleaved running

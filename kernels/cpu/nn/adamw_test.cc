@@ -42,8 +42,8 @@ TEST(AdamW, MatchesReferenceOverSeveralSteps) {
     const std::vector<double> gd(g.begin(), g.end());
     const bool decay = step % 2 == 1;
     adamw_step(p.data(), g.data(), m.data(), v.data(), n, step, 3e-3f, decay, 0.7f);
-    ref::adamw_step(rp.data(), gd.data(), rm.data(), rv.data(), n, step, 3e-3, 0.9, 0.95, 1e-8,
-                    0.1, decay, 0.7);
+    ref::adamw_step(rp.data(), gd.data(), rm.data(), rv.data(), n, step, 3e-3, 0.9, 0.95, 1e-8, 0.1,
+                    decay, 0.7);
   }
   testing::expect_close(p, rp, 1e-5, 1e-6, "param");
   testing::expect_close(m, rm, 1e-5, 1e-7, "exp_avg");

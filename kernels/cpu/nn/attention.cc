@@ -27,24 +27,24 @@ struct Head {
 };
 
 // c (m,n; ldc) = alpha · a (m,k; lda) · bᵀ (b is (n,k; ldb)) + beta · c.
-void gemm_nt(int m, int n, int k, float alpha, const float* a, int lda, const float* b,
-             int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, alpha, a, lda, b, ldb, beta,
-              c, ldc);
+void gemm_nt(int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+             float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+              ldc);
 }
 
 // c (m,n) = alpha · a (m,k) · b (k,n) + beta · c.
-void gemm_nn(int m, int n, int k, float alpha, const float* a, int lda, const float* b,
-             int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
-              c, ldc);
+void gemm_nn(int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+             float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+              ldc);
 }
 
 // c (m,n) = alpha · aᵀ (a is (k,m)) · b (k,n) + beta · c.
-void gemm_tn(int m, int n, int k, float alpha, const float* a, int lda, const float* b,
-             int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
-              c, ldc);
+void gemm_tn(int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+             float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+              ldc);
 }
 
 // In place over one score row s[0..n): softmax over the causal part j ≤ i, zero beyond.
@@ -74,8 +74,8 @@ void forward_head(float* out, float* lse, Head q, Head k, Head v, int T, int dh,
       lse[i0 + r] = causal_softmax_row(p.data() + static_cast<size_t>(r) * T, i0 + r, n);
     }
     // out[i0:] (rows, dh) = p · v[0:n]
-    gemm_nn(rows, dh, n, 1.0f, p.data(), T, v.base, v.ld, 0.0f,
-            out + static_cast<long>(i0) * q.ld, q.ld);
+    gemm_nn(rows, dh, n, 1.0f, p.data(), T, v.base, v.ld, 0.0f, out + static_cast<long>(i0) * q.ld,
+            q.ld);
   }
 }
 
@@ -115,8 +115,8 @@ struct Scratch {
 
 // dp ← P ⊙ (dP − D_i) · scale, row by row; D_i = dout_i · out_i. Masked entries stay 0
 // because P is 0 there.
-void softmax_backward_rows(Scratch& s, const QueryHead& qh, int i0, int rows, int n, int T,
-                           int dh, float scale) {
+void softmax_backward_rows(Scratch& s, const QueryHead& qh, int i0, int rows, int n, int T, int dh,
+                           float scale) {
   for (int r = 0; r < rows; ++r) {
     const float* doi = qh.dout.row(i0 + r);
     const float* oi = qh.out.row(i0 + r);
@@ -130,8 +130,8 @@ void softmax_backward_rows(Scratch& s, const QueryHead& qh, int i0, int rows, in
 }
 
 // One query head's contribution: writes its dq, adds into the kv head's dk, dv.
-void backward_query_head(const QueryHead& qh, Head k, Head v, float* dk, float* dv,
-                         Scratch& s, int T, int dh, float scale) {
+void backward_query_head(const QueryHead& qh, Head k, Head v, float* dk, float* dv, Scratch& s,
+                         int T, int dh, float scale) {
   for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
     const int rows = std::min(kQueryBlock, T - i0), n = i0 + rows;
     // Recompute P from the saved log-sum-exp.
@@ -144,8 +144,7 @@ void backward_query_head(const QueryHead& qh, Head k, Head v, float* dk, float* 
       for (int j = i + 1; j < n; ++j) pr[j] = 0.0f;
     }
     // dP (rows, n) = dout[i0:] · v[0:n]ᵀ
-    gemm_nt(rows, n, dh, 1.0f, qh.dout.row(i0), qh.dout.ld, v.base, v.ld, 0.0f, s.dp.data(),
-            T);
+    gemm_nt(rows, n, dh, 1.0f, qh.dout.row(i0), qh.dout.ld, v.base, v.ld, 0.0f, s.dp.data(), T);
     softmax_backward_rows(s, qh, i0, rows, n, T, dh, scale);
     const long qrow = static_cast<long>(i0) * qh.q.ld;
     // dq[i0:] = dS · k[0:n];  dk[0:n] += dSᵀ · q[i0:];  dv[0:n] += Pᵀ · dout[i0:]
@@ -158,8 +157,8 @@ void backward_query_head(const QueryHead& qh, Head k, Head v, float* dk, float* 
 }  // namespace
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                        const float* k, const float* v, const float* out, const float* lse,
-                        int B, int T, int H, int Hkv, int dh) {
+                        const float* k, const float* v, const float* out, const float* lse, int B,
+                        int T, int H, int Hkv, int dh) {
   pin_openblas_to_one_thread();
   const int group = H / Hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
@@ -177,10 +176,13 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
     Scratch scratch(T);
     for (int h = g * group; h < (g + 1) * group; ++h) {
       const long qoff = static_cast<long>(b) * T * qs + static_cast<long>(h) * dh;
-      const QueryHead qh{{q + qoff, qs}, {dout + qoff, qs}, {out + qoff, qs}, dq + qoff,
+      const QueryHead qh{{q + qoff, qs},
+                         {dout + qoff, qs},
+                         {out + qoff, qs},
+                         dq + qoff,
                          lse + (static_cast<long>(b) * H + h) * T};
-      backward_query_head(qh, {k + koff, ks}, {v + koff, ks}, dk + koff, dv + koff, scratch, T,
-                          dh, scale);
+      backward_query_head(qh, {k + koff, ks}, {v + koff, ks}, dk + koff, dv + koff, scratch, T, dh,
+                          scale);
     }
   }
 }

@@ -22,8 +22,8 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 // dout is (B,T,H,dh); q, k, v, out, lse as saved by forward ->
 // dq (B,T,H,dh), dk and dv (B,T,Hkv,dh), all overwritten.
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                        const float* k, const float* v, const float* out, const float* lse,
-                        int B, int T, int H, int Hkv, int dh);
+                        const float* k, const float* v, const float* out, const float* lse, int B,
+                        int T, int H, int Hkv, int dh);
 
 }  // namespace xhc::nn
 

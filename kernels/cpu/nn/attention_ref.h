@@ -12,8 +12,8 @@ namespace xhc::nn::ref {
 // q is (B,T,H,dh), k and v are (B,T,Hkv,dh), out is (B,T,H,dh).
 // lse is (B,H,T): log Σ_j exp(s_ij), the softmax statistic saved for backward.
 template <typename T>
-void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, int B, int T_,
-                       int H, int Hkv, int dh) {
+void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, int B, int T_, int H,
+                       int Hkv, int dh) {
   const int group = H / Hkv;
   const T scale = T(1) / std::sqrt(static_cast<T>(dh));
   std::vector<T> s(T_);
@@ -50,17 +50,14 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, int B
 // D_i = Σ_d dout_i·out_i: dS_ij = P_ij (dout_i·v_j − D_i); dq_i = scale Σ_j dS_ij k_j;
 // dk_j = scale Σ_{h in group, i} dS_ij q_i; dv_j = Σ_{h in group, i} P_ij dout_i.
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
-                        const T* v, const T* out, const T* lse, int B, int T_, int H,
-                        int Hkv, int dh) {
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                        const T* out, const T* lse, int B, int T_, int H, int Hkv, int dh) {
   const int group = H / Hkv;
   const T scale = T(1) / std::sqrt(static_cast<T>(dh));
   for (long n = 0; n < static_cast<long>(B) * T_ * H * dh; ++n) dq[n] = 0;
   for (long n = 0; n < static_cast<long>(B) * T_ * Hkv * dh; ++n) dk[n] = dv[n] = 0;
   auto qidx = [&](int b, int t, int h) { return ((static_cast<long>(b) * T_ + t) * H + h) * dh; };
-  auto kidx = [&](int b, int t, int g) {
-    return ((static_cast<long>(b) * T_ + t) * Hkv + g) * dh;
-  };
+  auto kidx = [&](int b, int t, int g) { return ((static_cast<long>(b) * T_ + t) * Hkv + g) * dh; };
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < H; ++h) {
       const int g = h / group;

@@ -27,8 +27,8 @@ Grads run_opt(const Shape& s, const std::vector<float>& q, const std::vector<flo
   Grads g{std::vector<float>(s.q_size()), std::vector<float>(s.B * s.H * s.T),
           std::vector<float>(s.q_size()), std::vector<float>(s.kv_size(), 7.0f),
           std::vector<float>(s.kv_size(), 7.0f)};
-  attention_forward(g.out.data(), g.lse.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H,
-                    s.Hkv, s.dh);
+  attention_forward(g.out.data(), g.lse.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H, s.Hkv,
+                    s.dh);
   attention_backward(g.dq.data(), g.dk.data(), g.dv.data(), dout.data(), q.data(), k.data(),
                      v.data(), g.out.data(), g.lse.data(), s.B, s.T, s.H, s.Hkv, s.dh);
   return g;
@@ -40,14 +40,14 @@ TEST_P(AttentionVsRef, ForwardAndBackwardMatchDoubleReference) {
   const Shape s = GetParam();
   // Scaled-up q, k so the softmax is peaked, not uniform.
   const auto q = random_vec(s.q_size(), 111 + s.T, -2.0f, 2.0f),
-             k = random_vec(s.kv_size(), 112 + s.H, -2.0f, 2.0f),
-             v = random_vec(s.kv_size(), 113), dout = random_vec(s.q_size(), 114);
+             k = random_vec(s.kv_size(), 112 + s.H, -2.0f, 2.0f), v = random_vec(s.kv_size(), 113),
+             dout = random_vec(s.q_size(), 114);
   const Grads g = run_opt(s, q, k, v, dout);
   const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dd = to_double(dout);
   std::vector<double> out(s.q_size()), lse(s.B * s.H * s.T), dq(s.q_size()), dk(s.kv_size()),
       dv(s.kv_size());
-  ref::attention_forward(out.data(), lse.data(), qd.data(), kd.data(), vd.data(), s.B, s.T,
-                         s.H, s.Hkv, s.dh);
+  ref::attention_forward(out.data(), lse.data(), qd.data(), kd.data(), vd.data(), s.B, s.T, s.H,
+                         s.Hkv, s.dh);
   ref::attention_backward(dq.data(), dk.data(), dv.data(), dd.data(), qd.data(), kd.data(),
                           vd.data(), out.data(), lse.data(), s.B, s.T, s.H, s.Hkv, s.dh);
   testing::expect_close(g.out, out, 1e-4, 1e-5, "out");
@@ -86,11 +86,12 @@ TEST(AttentionRef, GradientsMatchFiniteDifferences) {
 // Token 0 sees only itself: its output is v[0] exactly, whatever q and k are.
 TEST(AttentionRef, FirstTokenCopiesItsValue) {
   const Shape s{1, 3, 2, 1, 2};
-  const auto q = to_double(random_vec(s.q_size(), 131)), k = to_double(random_vec(s.kv_size(), 132)),
+  const auto q = to_double(random_vec(s.q_size(), 131)),
+             k = to_double(random_vec(s.kv_size(), 132)),
              v = to_double(random_vec(s.kv_size(), 133));
   std::vector<double> out(s.q_size()), lse(s.B * s.H * s.T);
-  ref::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H,
-                         s.Hkv, s.dh);
+  ref::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H, s.Hkv,
+                         s.dh);
   for (int h = 0; h < s.H; ++h) {
     for (int d = 0; d < s.dh; ++d) EXPECT_DOUBLE_EQ(out[h * s.dh + d], v[d]);
   }

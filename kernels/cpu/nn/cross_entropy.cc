@@ -5,8 +5,7 @@
 
 namespace xhc::nn {
 
-float cross_entropy_forward(float* lse, const float* logits, const int32_t* targets, int R,
-                            int V) {
+float cross_entropy_forward(float* lse, const float* logits, const int32_t* targets, int R, int V) {
   if (R == 0) return 0.0f;
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < R; ++r) {

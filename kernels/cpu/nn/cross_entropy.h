@@ -11,8 +11,7 @@
 namespace xhc::nn {
 
 // logits (R,V), targets (R) -> returns the mean loss; lse (R) is saved for backward.
-float cross_entropy_forward(float* lse, const float* logits, const int32_t* targets, int R,
-                            int V);
+float cross_entropy_forward(float* lse, const float* logits, const int32_t* targets, int R, int V);
 
 // dlogits (R,V), overwritten with scale · (softmax − onehot) / R, i.e. scale times the
 // gradient of the mean loss. Pass scale = 1/num_micro_batches to average over a step.

@@ -29,8 +29,7 @@ void matmul_forward(float* y, const float* x, const float* w, int M, int K, int 
     const int m0 = blk * kBlock, rows = std::min(kBlock, M - m0);
     // y[m0:m0+rows] (rows,N) = x[m0:m0+rows] (rows,K) · w(N,K)ᵀ
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, N, K, 1.0f,
-                x + static_cast<long>(m0) * K, K, w, K, 0.0f, y + static_cast<long>(m0) * N,
-                N);
+                x + static_cast<long>(m0) * K, K, w, K, 0.0f, y + static_cast<long>(m0) * N, N);
   }
 }
 
@@ -57,8 +56,8 @@ void matmul_backward_weight(float* dw, const float* dy, const float* x, int M, i
   for (int blk = 0; blk < num_blocks(N); ++blk) {
     const int n0 = blk * kBlock, rows = std::min(kBlock, N - n0);
     // dw[n0:] (rows,K) += dy[:, n0:n0+rows]ᵀ (rows,M) · x(M,K)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, K, M, 1.0f, dy + n0, N, x, K,
-                1.0f, dw + static_cast<long>(n0) * K, K);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, K, M, 1.0f, dy + n0, N, x, K, 1.0f,
+                dw + static_cast<long>(n0) * K, K);
   }
 }
 

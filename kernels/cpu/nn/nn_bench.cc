@@ -41,32 +41,36 @@ int main(int argc, char** argv) {
              k = random_vec(static_cast<size_t>(M) * Hkv * dh, 2),
              v = random_vec(static_cast<size_t>(M) * Hkv * dh, 3),
              dout = random_vec(static_cast<size_t>(M) * H * dh, 4);
-  std::vector<float> out(q.size()), lse(static_cast<size_t>(B) * H * T), dq(q.size()),
-      dk(k.size()), dv(v.size());
+  std::vector<float> out(q.size()), lse(static_cast<size_t>(B) * H * T), dq(q.size()), dk(k.size()),
+      dv(v.size());
   const double fwd = time_ms([&] {
-    xhc::nn::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, H,
-                               Hkv, dh);
+    xhc::nn::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, H, Hkv,
+                               dh);
   });
   const double bwd = time_ms([&] {
-    xhc::nn::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
-                                k.data(), v.data(), out.data(), lse.data(), B, T, H, Hkv, dh);
+    xhc::nn::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                                v.data(), out.data(), lse.data(), B, T, H, Hkv, dh);
   });
   const double attn_flop = 2.0 * B * H * (T * (T + 1) / 2.0) * dh;  // one QKᵀ-sized product
-  std::printf("attention B=%d T=%d H=%d Hkv=%d dh=%d: fwd %.2f ms (%.1f GFLOP/s), "
-              "bwd %.2f ms (%.1f GFLOP/s)\n",
-              B, T, H, Hkv, dh, fwd, 2 * attn_flop / fwd / 1e6, bwd, 4 * attn_flop / bwd / 1e6);
+  std::printf(
+      "attention B=%d T=%d H=%d Hkv=%d dh=%d: fwd %.2f ms (%.1f GFLOP/s), "
+      "bwd %.2f ms (%.1f GFLOP/s)\n",
+      B, T, H, Hkv, dh, fwd, 2 * attn_flop / fwd / 1e6, bwd, 4 * attn_flop / bwd / 1e6);
 
-  const auto x = random_vec(static_cast<size_t>(M) * C, 5), w = random_vec(static_cast<size_t>(C) * C, 6),
+  const auto x = random_vec(static_cast<size_t>(M) * C, 5),
+             w = random_vec(static_cast<size_t>(C) * C, 6),
              dy = random_vec(static_cast<size_t>(M) * C, 7);
   std::vector<float> y(x.size()), dx(x.size()), dw(w.size());
   const double mm_flop = 2.0 * M * C * C;
-  const double mf = time_ms([&] { xhc::nn::matmul_forward(y.data(), x.data(), w.data(), M, C, C); });
+  const double mf =
+      time_ms([&] { xhc::nn::matmul_forward(y.data(), x.data(), w.data(), M, C, C); });
   const double mi =
       time_ms([&] { xhc::nn::matmul_backward_input(dx.data(), dy.data(), w.data(), M, C, C); });
   const double mw =
       time_ms([&] { xhc::nn::matmul_backward_weight(dw.data(), dy.data(), x.data(), M, C, C); });
-  std::printf("matmul M=%d K=%d N=%d: fwd %.2f ms (%.1f GFLOP/s), dx %.2f ms (%.1f), "
-              "dW %.2f ms (%.1f)\n",
-              M, C, C, mf, mm_flop / mf / 1e6, mi, mm_flop / mi / 1e6, mw, mm_flop / mw / 1e6);
+  std::printf(
+      "matmul M=%d K=%d N=%d: fwd %.2f ms (%.1f GFLOP/s), dx %.2f ms (%.1f), "
+      "dW %.2f ms (%.1f)\n",
+      M, C, C, mf, mm_flop / mf / 1e6, mi, mm_flop / mi / 1e6, mw, mm_flop / mw / 1e6);
   return 0;
 }

@@ -38,8 +38,8 @@ void rmsnorm_backward_input(float* dx, const float* dy, const float* x, const fl
   }
 }
 
-void rmsnorm_backward_weight(float* dw, const float* dy, const float* x, const float* rstd,
-                             int R, int C) {
+void rmsnorm_backward_weight(float* dw, const float* dy, const float* x, const float* rstd, int R,
+                             int C) {
   // Split channels (not rows) across threads: each dw[c] then sums its rows in row order
   // on one thread, which keeps the result independent of the thread count without a
   // second reduction pass.

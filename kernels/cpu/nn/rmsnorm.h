@@ -18,8 +18,8 @@ void rmsnorm_backward_input(float* dx, const float* dy, const float* x, const fl
                             const float* rstd, int R, int C);
 
 // dw is (C): dw += Σ_rows dy ⊙ x·rstd.
-void rmsnorm_backward_weight(float* dw, const float* dy, const float* x, const float* rstd,
-                             int R, int C);
+void rmsnorm_backward_weight(float* dw, const float* dy, const float* x, const float* rstd, int R,
+                             int C);
 
 }  // namespace xhc::nn
 

@@ -24,8 +24,7 @@ void build_table(std::vector<float>& cos_t, std::vector<float>& sin_t, int T, in
   }
 }
 
-void rotate(float* out, const float* x, int B, int T, int H, int dh, float theta,
-            float sign) {
+void rotate(float* out, const float* x, int B, int T, int H, int dh, float theta, float sign) {
   std::vector<float> cos_t, sin_t;
   build_table(cos_t, sin_t, T, dh, theta);
   const int half = dh / 2;

@@ -34,8 +34,7 @@ TEST_P(RopeVsRef, ForwardAndBackwardMatchDoubleReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RopeVsRef,
-                         ::testing::Values(std::make_tuple(1, 1, 1, 2),
-                                           std::make_tuple(2, 5, 3, 6),
+                         ::testing::Values(std::make_tuple(1, 1, 1, 2), std::make_tuple(2, 5, 3, 6),
                                            std::make_tuple(3, 17, 2, 64),
                                            std::make_tuple(2, 300, 4, 128)));
 

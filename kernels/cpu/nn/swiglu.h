@@ -10,8 +10,7 @@ namespace xhc::nn {
 void swiglu_forward(float* h, const float* a, const float* b, long n);
 
 // Overwrites da and db.
-void swiglu_backward(float* da, float* db, const float* dh, const float* a, const float* b,
-                     long n);
+void swiglu_backward(float* da, float* db, const float* dh, const float* a, const float* b, long n);
 
 }  // namespace xhc::nn
 

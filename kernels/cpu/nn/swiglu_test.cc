@@ -16,8 +16,7 @@ class SwigluVsRef : public ::testing::TestWithParam<int> {};
 
 TEST_P(SwigluVsRef, MatchesDoubleReference) {
   const int n = GetParam();
-  const auto a = random_vec(n, 91 + n, -6.0f, 6.0f), b = random_vec(n, 92),
-             dh = random_vec(n, 93);
+  const auto a = random_vec(n, 91 + n, -6.0f, 6.0f), b = random_vec(n, 92), dh = random_vec(n, 93);
   std::vector<float> h(n), da(n), db(n);
   swiglu_forward(h.data(), a.data(), b.data(), n);
   swiglu_backward(da.data(), db.data(), dh.data(), a.data(), b.data(), n);

@@ -19,8 +19,7 @@
 namespace xhc::nn::testing {
 
 // Uniform in [lo, hi), bounded away from zero so no test passes on all-zero data.
-inline std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f,
-                                     float hi = 1.0f) {
+inline std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
@@ -37,8 +36,8 @@ inline std::vector<double> to_double(const std::vector<float>& v) {
 
 // Every |got − want| ≤ atol + rtol·|want|.
 template <typename A, typename B>
-void expect_close(const std::vector<A>& got, const std::vector<B>& want, double rtol,
-                  double atol, const char* what) {
+void expect_close(const std::vector<A>& got, const std::vector<B>& want, double rtol, double atol,
+                  const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   int bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -59,8 +58,8 @@ inline void expect_bitwise_equal(const std::vector<float>& a, const std::vector<
 
 // Checks analytic ∂loss/∂x against central differences, perturbing x in place. loss reads x.
 inline void check_fd(std::vector<double>& x, const std::vector<double>& analytic,
-                     const std::function<double()>& loss, const char* what,
-                     double h = 1e-5, double tol = 1e-6) {
+                     const std::function<double()>& loss, const char* what, double h = 1e-5,
+                     double tol = 1e-6) {
   ASSERT_EQ(x.size(), analytic.size()) << what;
   for (size_t i = 0; i < x.size(); ++i) {
     const double saved = x[i];
@@ -70,8 +69,7 @@ inline void check_fd(std::vector<double>& x, const std::vector<double>& analytic
     const double down = loss();
     x[i] = saved;
     const double numeric = (up - down) / (2 * h);
-    ASSERT_NEAR(analytic[i], numeric, tol * (1.0 + std::fabs(numeric)))
-        << what << "[" << i << "]";
+    ASSERT_NEAR(analytic[i], numeric, tol * (1.0 + std::fabs(numeric))) << what << "[" << i << "]";
   }
 }
 

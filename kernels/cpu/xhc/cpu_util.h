@@ -77,8 +77,8 @@ XHC_INLINE float Dot(int n, const float* __restrict a, const float* __restrict b
 
 // MultiDot for a compile-time count of streams, whose accumulators then stay in registers.
 template <int M>
-XHC_INLINE void MultiDotFixed(int n, const float* __restrict a, const float* __restrict x,
-                              int ldx, float* dots) {
+XHC_INLINE void MultiDotFixed(int n, const float* __restrict a, const float* __restrict x, int ldx,
+                              float* dots) {
   float acc[M][kLanes] = {};
   int c = 0;
   {
@@ -90,7 +90,8 @@ XHC_INLINE void MultiDotFixed(int n, const float* __restrict a, const float* __r
     for (int i = 0; i < M; ++i) StoreV(acc[i], v[i]);
   }
   for (int i = 0; i < M; ++i)
-    for (int l = 0, cc = c; cc < n; ++cc, ++l) acc[i][l] += a[cc] * x[static_cast<size_t>(i) * ldx + cc];
+    for (int l = 0, cc = c; cc < n; ++cc, ++l)
+      acc[i][l] += a[cc] * x[static_cast<size_t>(i) * ldx + cc];
   for (int i = 0; i < M; ++i) {
     float s = 0;
     for (int l = 0; l < kLanes; ++l) s += acc[i][l];
@@ -119,7 +120,7 @@ XHC_INLINE void MultiDot(int n, const float* __restrict a, int m, const float* _
 // y = sum_i h[i] * x_i (x_i = x + i * ldx), summed in order i = 0, 1, ... from 0: bit-identical
 // to zeroing y then m Axpy calls, with the m streams read in one sweep and y written once.
 XHC_INLINE void WeightedSum(int n, int m, const float* __restrict h, const float* __restrict x,
-                        int ldx, float* __restrict y) {
+                            int ldx, float* __restrict y) {
   constexpr int kW = 4 * kLanes;
   int c = 0;
   for (; c + kW <= n; c += kW) {

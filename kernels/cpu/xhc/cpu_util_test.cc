@@ -4,14 +4,15 @@
 // against one product pass per term, MultiDot against one Dot per stream, WeightedSums against
 // one WeightedSum per output, over widths that leave each of their tails.
 // Compiled with the kernels' -ffp-contract=off, so no side gets fused multiply-adds.
+#include "kernels/cpu/xhc/cpu_util.h"
+
 #include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "base/test_seed.h"
-#include "kernels/cpu/xhc/cpu_util.h"
+#include "gtest/gtest.h"
 
 namespace xhc::kernels::cpu {
 namespace {

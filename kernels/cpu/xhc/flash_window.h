@@ -22,8 +22,8 @@ absl::Status CheckWindowParams(const XhcDims& d, const XhcParamsT<T>& P) {
   const size_t w = static_cast<size_t>(d.window);
   if (P.window_pre_weight.size() != w || P.window_pre_bias.size() != w ||
       P.window_pre_alpha.size() != w) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "xhc_flash window entry needs the pre.* parameters of all ", w, " sublayers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("xhc_flash window entry needs the pre.* parameters of all ", w, " sublayers"));
   }
   for (size_t q = 0; q < w; ++q) {
     if (!P.window_pre_weight[q] || !P.window_pre_bias[q] || !P.window_pre_alpha[q]) {

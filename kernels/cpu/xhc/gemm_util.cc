@@ -9,8 +9,8 @@
 
 namespace xhc::kernels::cpu {
 
-void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A,
-                        int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
+                        const float* B, int ldb, float beta, float* C, int ldc) {
   // 256-row blocks: OpenBLAS packs the whole B operand on every call, so with the skinny
   // [tokens, 16384] x [16384, 32] projections 64-row blocks spent as long packing B as
   // computing; 256 rows still give 16 blocks for 4096 tokens.

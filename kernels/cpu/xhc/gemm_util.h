@@ -15,8 +15,8 @@
 namespace xhc::kernels::cpu {
 
 // C (M, N) = op(A) (M, K) . op(B) (K, N) + beta * C
-void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A,
-                        int lda, const float* B, int ldb, float beta, float* C, int ldc);
+void DeterministicSgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
+                        const float* B, int ldb, float beta, float* C, int ldc);
 
 // out (R, D) = A^T (R, n) . X (n, D) (A row-major (n, R), lda = R; out row stride D): the
 // weight-gradient product, through AtXRows (skinny_gemm.h) on column blocks of one width

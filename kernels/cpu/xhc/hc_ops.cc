@@ -146,8 +146,8 @@ absl::Status BackwardOut(const XhcDims& d, const float* dX_new, XhcCache* cache,
   return absl::OkStatus();
 }
 
-absl::Status BackwardInput(const XhcDims& d, const XhcParams& P, const float* X_in,
-                           const float* du, float* dX, XhcCache* cache) {
+absl::Status BackwardInput(const XhcDims& d, const XhcParams& P, const float* X_in, const float* du,
+                           float* dX, XhcCache* cache) {
   const int n = cache->B * cache->T_len, D = d.D(), C = d.C;
   const std::vector<float> wst = StackMapRows(d, P);
 #pragma omp parallel

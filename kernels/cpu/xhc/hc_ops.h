@@ -17,8 +17,8 @@ absl::Status Pre(const XhcDims& d, const XhcParams& P, int B, int T_len, const f
                  XhcCache* cache);
 absl::Status Post(const XhcDims& d, const float* out, float* X, XhcCache* cache);
 absl::Status BackwardOut(const XhcDims& d, const float* dX_new, XhcCache* cache, float* d_out);
-absl::Status BackwardInput(const XhcDims& d, const XhcParams& P, const float* X_in,
-                           const float* du, float* dX, XhcCache* cache);
+absl::Status BackwardInput(const XhcDims& d, const XhcParams& P, const float* X_in, const float* du,
+                           float* dX, XhcCache* cache);
 absl::Status BackwardWeights(const XhcDims& d, const XhcParams& P, const float* X_in,
                              const XhcCache& cache, const XhcGrads& G);
 

@@ -5,10 +5,11 @@
 //   u = sum_i Hpre[i] X[i];   X'[a] = sum_i Hres[a][i] X[i] + Hpost[a] * out
 // The dots are kept per token as (N, N+2): column 0 pre, 1 post, 2 + a res row a.
 
+#include "kernels/cpu/xhc/hc_reference.h"
+
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/xhc/hc_reference.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
 
 namespace xhc::kernels::ref {
@@ -102,16 +103,17 @@ absl::Status HcBackwardOut(const XhcDims& d, const R* dX_new, XhcCacheT<R>* cach
       d_out[tok * C + c] = acc;
     }
     for (int a = 0; a < N; ++a) {
-      dmap[a * W + 1] = Dot(C, g + a * C, out);                                  // d Hpost[a]
-      for (int i = 0; i < N; ++i) dmap[i * W + 2 + a] = Dot(C, g + a * C, xa + i * C);  // d Hres[a][i]
+      dmap[a * W + 1] = Dot(C, g + a * C, out);  // d Hpost[a]
+      for (int i = 0; i < N; ++i)
+        dmap[i * W + 2 + a] = Dot(C, g + a * C, xa + i * C);  // d Hres[a][i]
     }
   }
   return absl::OkStatus();
 }
 
 template <typename R>
-absl::Status HcBackwardInput(const XhcDims& d, const XhcParamsT<R>& P, const R* X_in,
-                             const R* du, R* dX, XhcCacheT<R>* cache) {
+absl::Status HcBackwardInput(const XhcDims& d, const XhcParamsT<R>& P, const R* X_in, const R* du,
+                             R* dX, XhcCacheT<R>* cache) {
   const int N = d.N, C = d.C, D = d.D(), W = N + 2;
   const size_t n = static_cast<size_t>(cache->B) * cache->T_len;
   std::vector<R> dx(D), xt(C), gt(C);
@@ -161,8 +163,9 @@ absl::Status HcBackwardWeights(const XhcDims& d, const XhcParamsT<R>& P, const R
         const R dh = dmap[i * W + col];
         const R t = std::tanh(dots[i * W + col]);
         const R dz = dh * MapAlpha(P, col) * (R(1) - t * t);
-        R* gw = col == 0 ? G.pre_weight : col == 1 ? G.post_weight
-                                                   : G.res_weight + static_cast<size_t>(col - 2) * C;
+        R* gw = col == 0   ? G.pre_weight
+                : col == 1 ? G.post_weight
+                           : G.res_weight + static_cast<size_t>(col - 2) * C;
         for (int c = 0; c < C; ++c) gw[c] += dz * xt[c];
         if (col == 0) {
           G.pre_bias[i] += dh, G.pre_alpha[0] += dh * t;
@@ -177,14 +180,14 @@ absl::Status HcBackwardWeights(const XhcDims& d, const XhcParamsT<R>& P, const R
   return absl::OkStatus();
 }
 
-#define XHC_INSTANTIATE_HC_REF(R)                                                            \
+#define XHC_INSTANTIATE_HC_REF(R)                                                              \
   template absl::Status HcPre<R>(const XhcDims&, const XhcParamsT<R>&, int, int, const R*, R*, \
-                                 XhcCacheT<R>*);                                             \
-  template absl::Status HcPost<R>(const XhcDims&, const R*, R*, XhcCacheT<R>*);              \
-  template absl::Status HcBackwardOut<R>(const XhcDims&, const R*, XhcCacheT<R>*, R*);       \
-  template absl::Status HcBackwardInput<R>(const XhcDims&, const XhcParamsT<R>&, const R*,   \
-                                           const R*, R*, XhcCacheT<R>*);                     \
-  template absl::Status HcBackwardWeights<R>(const XhcDims&, const XhcParamsT<R>&, const R*, \
+                                 XhcCacheT<R>*);                                               \
+  template absl::Status HcPost<R>(const XhcDims&, const R*, R*, XhcCacheT<R>*);                \
+  template absl::Status HcBackwardOut<R>(const XhcDims&, const R*, XhcCacheT<R>*, R*);         \
+  template absl::Status HcBackwardInput<R>(const XhcDims&, const XhcParamsT<R>&, const R*,     \
+                                           const R*, R*, XhcCacheT<R>*);                       \
+  template absl::Status HcBackwardWeights<R>(const XhcDims&, const XhcParamsT<R>&, const R*,   \
                                              const XhcCacheT<R>&, const XhcGradsT<R>&);
 XHC_INSTANTIATE_HC_REF(float)
 XHC_INSTANTIATE_HC_REF(double)

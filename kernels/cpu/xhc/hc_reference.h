@@ -23,8 +23,8 @@ absl::Status HcPost(const XhcDims& d, const R* out, R* X, XhcCacheT<R>* cache);
 template <typename R>
 absl::Status HcBackwardOut(const XhcDims& d, const R* dX_new, XhcCacheT<R>* cache, R* d_out);
 template <typename R>
-absl::Status HcBackwardInput(const XhcDims& d, const XhcParamsT<R>& P, const R* X_in,
-                             const R* du, R* dX, XhcCacheT<R>* cache);
+absl::Status HcBackwardInput(const XhcDims& d, const XhcParamsT<R>& P, const R* X_in, const R* du,
+                             R* dX, XhcCacheT<R>* cache);
 template <typename R>
 absl::Status HcBackwardWeights(const XhcDims& d, const XhcParamsT<R>& P, const R* X_in,
                                const XhcCacheT<R>& cache, const XhcGradsT<R>& G);

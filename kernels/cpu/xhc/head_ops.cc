@@ -29,7 +29,8 @@ void ExpandBackward(int n, int N, int C, const float* dX, float* de) {
   for (int tok = 0; tok < n; ++tok) {
     float* __restrict dst = de + static_cast<size_t>(tok) * C;
     std::memset(dst, 0, sizeof(float) * C);
-    for (int i = 0; i < N; ++i) cpu::Axpy(C, 1.0f, dX + (static_cast<size_t>(tok) * N + i) * C, dst);
+    for (int i = 0; i < N; ++i)
+      cpu::Axpy(C, 1.0f, dX + (static_cast<size_t>(tok) * N + i) * C, dst);
   }
 }
 
@@ -82,8 +83,8 @@ XHC_CLONES void HeadBackwardToken(const HeadParams& P, int N, int C, const float
 
 }  // namespace
 
-absl::Status HeadReduceForward(const HeadParams& P, int n, int N, int C, const float* X,
-                               float* y, HeadCache* cache) {
+absl::Status HeadReduceForward(const HeadParams& P, int n, int N, int C, const float* X, float* y,
+                               HeadCache* cache) {
   if (n <= 0 || N <= 0 || C <= 0 || !X || !y || !cache || !P.weight || !P.bias || !P.alpha) {
     return absl::InvalidArgumentError("HeadReduceForward: bad shape or null buffer");
   }
@@ -131,9 +132,8 @@ absl::Status HeadReduceBackwardInput(const HeadParams& P, int n, int N, int C, c
   return absl::OkStatus();
 }
 
-absl::Status HeadReduceBackwardWeights(const HeadParams& P, int n, int N, int C,
-                                       const float* X, const HeadCache& cache,
-                                       const HeadGrads& G) {
+absl::Status HeadReduceBackwardWeights(const HeadParams& P, int n, int N, int C, const float* X,
+                                       const HeadCache& cache, const HeadGrads& G) {
   if (cache.dz.size() != static_cast<size_t>(n) * N || !G.weight || !G.bias || !G.alpha || !X) {
     return absl::InvalidArgumentError("HeadReduceBackwardWeights: cache / grads mismatch");
   }

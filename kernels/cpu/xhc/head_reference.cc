@@ -79,9 +79,8 @@ absl::Status HeadReduceBackwardInput(const HeadParamsT<R>& P, int n, int N, int 
 }
 
 template <typename R>
-absl::Status HeadReduceBackwardWeights(const HeadParamsT<R>& P, int n, int N, int C,
-                                       const R* X, const HeadCacheT<R>& cache,
-                                       const HeadGradsT<R>& G) {
+absl::Status HeadReduceBackwardWeights(const HeadParamsT<R>& P, int n, int N, int C, const R* X,
+                                       const HeadCacheT<R>& cache, const HeadGradsT<R>& G) {
   if (cache.dz.size() != static_cast<size_t>(n) * N || !G.weight || !G.bias || !G.alpha) {
     return absl::InvalidArgumentError("HeadReduceBackwardWeights: cache / grads mismatch");
   }
@@ -91,7 +90,8 @@ absl::Status HeadReduceBackwardWeights(const HeadParamsT<R>& P, int n, int N, in
     RmsForward(D, X + static_cast<size_t>(tok) * D, yn.data());
     for (int i = 0; i < N; ++i) {
       const R dz = cache.dz[tok * N + i];
-      for (int e = 0; e < D; ++e) G.weight[static_cast<size_t>(i) * D + e] += dz * P.alpha[0] * yn[e];
+      for (int e = 0; e < D; ++e)
+        G.weight[static_cast<size_t>(i) * D + e] += dz * P.alpha[0] * yn[e];
       G.bias[i] += dz;
       G.alpha[0] += dz * Dot(D, yn.data(), P.weight + static_cast<size_t>(i) * D);
     }
@@ -99,16 +99,15 @@ absl::Status HeadReduceBackwardWeights(const HeadParamsT<R>& P, int n, int N, in
   return absl::OkStatus();
 }
 
-#define XHC_INSTANTIATE_REF_HEAD(R)                                                          \
-  template void ExpandForward<R>(int, int, int, const R*, R*);                               \
-  template void ExpandBackward<R>(int, int, int, const R*, R*);                              \
-  template absl::Status HeadReduceForward<R>(const HeadParamsT<R>&, int, int, int, const R*, \
-                                             R*, HeadCacheT<R>*);                            \
-  template absl::Status HeadReduceBackwardInput<R>(const HeadParamsT<R>&, int, int, int,     \
-                                                   const R*, const R*, HeadCacheT<R>*, R*);  \
-  template absl::Status HeadReduceBackwardWeights<R>(const HeadParamsT<R>&, int, int, int,   \
-                                                     const R*, const HeadCacheT<R>&,         \
-                                                     const HeadGradsT<R>&);
+#define XHC_INSTANTIATE_REF_HEAD(R)                                                                \
+  template void ExpandForward<R>(int, int, int, const R*, R*);                                     \
+  template void ExpandBackward<R>(int, int, int, const R*, R*);                                    \
+  template absl::Status HeadReduceForward<R>(const HeadParamsT<R>&, int, int, int, const R*, R*,   \
+                                             HeadCacheT<R>*);                                      \
+  template absl::Status HeadReduceBackwardInput<R>(const HeadParamsT<R>&, int, int, int, const R*, \
+                                                   const R*, HeadCacheT<R>*, R*);                  \
+  template absl::Status HeadReduceBackwardWeights<R>(                                              \
+      const HeadParamsT<R>&, int, int, int, const R*, const HeadCacheT<R>&, const HeadGradsT<R>&);
 XHC_INSTANTIATE_REF_HEAD(float)
 XHC_INSTANTIATE_REF_HEAD(double)
 

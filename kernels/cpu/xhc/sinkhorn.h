@@ -47,7 +47,8 @@ void SinkhornBackward(int k, int iters, const T* z, const T* dh, T* dz, std::vec
   work.resize(static_cast<size_t>(kk) * (steps + 2));
   T* mats = work.data();  // mats[s] = matrix before step s; mats[steps] = output
   int amax = 0;
-  for (int q = 1; q < kk; ++q) if (z[q] > z[amax]) amax = q;
+  for (int q = 1; q < kk; ++q)
+    if (z[q] > z[amax]) amax = q;
   for (int q = 0; q < kk; ++q) mats[q] = std::exp(z[q] - z[amax]);
   for (int s = 0; s < steps; ++s) {
     const T* x = mats + s * kk;
@@ -104,9 +105,8 @@ void SelectActive(int N, int k, int m, const T* s, int* idx, T* p) {
   }
   const int cand = N - m;
   for (int i = 0; i < cand; ++i) order[i] = m + i;
-  std::partial_sort(order, order + (k - m), order + cand, [s](int a, int b) {
-    return s[a] > s[b] || (s[a] == s[b] && a < b);
-  });
+  std::partial_sort(order, order + (k - m), order + cand,
+                    [s](int a, int b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
   for (int j = m; j < k; ++j) {
     idx[j] = order[j - m];
     p[j] = s[idx[j]];

@@ -84,7 +84,8 @@ XHC_INLINE void SinkhornBackward8(int k, int iters, const float* z, const float*
     amax = greater ? (V8i{} + q) : amax;
   }
   for (int q = 0; q < kk; ++q) mats[q] = ExpLanes(GatherLanes(z, kk, q) - zmax);
-  for (int s = 0; s < steps; ++s) NormalizeGroups(k, s % 2 == 0, mats + s * kk, mats + (s + 1) * kk);
+  for (int s = 0; s < steps; ++s)
+    NormalizeGroups(k, s % 2 == 0, mats + s * kk, mats + (s + 1) * kk);
   V8* grad = mats + (steps + 1) * kk;
   for (int q = 0; q < kk; ++q) grad[q] = GatherLanes(dh, kk, q);
   const V8 one = V8{} + 1.0f, eps = V8{} + static_cast<float>(kSinkhornEps);

@@ -17,8 +17,8 @@ constexpr int kAxpyChunk = 512;  // tmp row stays in L1
 
 }  // namespace
 
-void DotRowsGeneric(int nt, int R, int D, const float* X, size_t ldx, const float* W,
-                    size_t ldw, float* out, int ldo) {
+void DotRowsGeneric(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
+                    float* out, int ldo) {
   for (int t = 0; t < nt; ++t) {
     const float* __restrict x = X + t * ldx;
     for (int r = 0; r < R; ++r) {
@@ -35,8 +35,8 @@ void DotRowsGeneric(int nt, int R, int D, const float* X, size_t ldx, const floa
   }
 }
 
-void AxpyRowsGeneric(int nt, int R, int D, const float* A, int lda, const float* W,
-                     size_t ldw, float* out, size_t ldo, bool accumulate) {
+void AxpyRowsGeneric(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
+                     float* out, size_t ldo, bool accumulate) {
   float tmp[kAxpyChunk];
   for (int c0 = 0; c0 < D; c0 += kAxpyChunk) {
     const int cl = std::min(kAxpyChunk, D - c0);
@@ -110,16 +110,16 @@ void DotRows(int nt, int R, int D, const float* X, size_t ldx, const float* W, s
   }
 }
 
-void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
-              float* out, size_t ldo, bool accumulate) {
+void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw, float* out,
+              size_t ldo, bool accumulate) {
   for (int t0 = 0; t0 < nt; t0 += kMaxTokens) {
-    AxpyRowsOn(ActiveSkinnyIsa(), std::min(kMaxTokens, nt - t0), R, D, A + t0 * lda, lda, W,
-               ldw, out + t0 * ldo, ldo, accumulate);
+    AxpyRowsOn(ActiveSkinnyIsa(), std::min(kMaxTokens, nt - t0), R, D, A + t0 * lda, lda, W, ldw,
+               out + t0 * ldo, ldo, accumulate);
   }
 }
 
-void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-             float* out, size_t ldo, int sparse_rows) {
+void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx, float* out,
+             size_t ldo, int sparse_rows) {
   sparse_rows = std::clamp(sparse_rows, 0, R);
   switch (ActiveSkinnyIsa()) {
 #ifdef XHC_SKINNY_X86
@@ -171,8 +171,8 @@ void DotRows(int nt, const SkinnyWeights& w, const float* X, size_t ldx, float* 
         internal::DotRowsAvx512Packed(n, w.R, w.D, X + t0 * ldx, ldx, w.packed.data(),
                                       out + t0 * ldo, ldo);
       } else {
-        internal::DotRowsAvx2Packed(n, w.R, w.D, X + t0 * ldx, ldx, w.packed.data(),
-                                    out + t0 * ldo, ldo);
+        internal::DotRowsAvx2Packed(n, w.R, w.D, X + t0 * ldx, ldx, w.packed.data(), out + t0 * ldo,
+                                    ldo);
       }
       continue;
     }

@@ -29,8 +29,8 @@ void DotRows(int nt, int R, int D, const float* X, size_t ldx, const float* W, s
 
 // out[t * ldo + c] (+)= sum_r A[t * lda + r] * W[r * ldw + c], t < nt, c < D; the sum over r
 // is formed first, then added to out when accumulate (else stored).
-void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
-              float* out, size_t ldo, bool accumulate);
+void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw, float* out,
+              size_t ldo, bool accumulate);
 
 // Weight-gradient product: out[r * ldo + c] = sum_t A[t * lda + r] * X[t * ldx + c], r < R,
 // c < D, t < n (out overwritten). Every element is ONE running sum over t = 0, 1, ..., n-1 in
@@ -44,8 +44,8 @@ void AxpyRows(int nt, int R, int D, const float* A, int lda, const float* W, siz
 // sparse_rows = 0 where X is finite: an FMA (or the generic path's multiply and add) with a
 // zero factor adds a signed zero, which leaves the running sum (started at +0, never -0)
 // unchanged.
-void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
-             float* out, size_t ldo, int sparse_rows = 0);
+void AtXRows(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx, float* out,
+             size_t ldo, int sparse_rows = 0);
 
 // W (R, D) prepared once for many DotRows (or AxpyRows) calls against it: the fused passes
 // use one W for every token block, and the vector paths pack W (transposed for DotRows, in

@@ -32,7 +32,8 @@ double Seconds(const std::function<void()>& f) {
   for (int it = 0; it < 5; ++it) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
 }
@@ -50,8 +51,8 @@ struct Case {
 // tile512: proj's rows over 512 columns, so DotRows' cached block (X 32 KiB, packed W 64 KiB)
 // sits in L1 and L2: the register tile's own rate, against which proj shows what reaching X
 // and W from L3 and memory costs (PERF.md 122).
-constexpr Case kCases[] = {{"proj", 32, 16384, 16}, {"proj8k", 32, 8192, 16},
-                           {"maps", 32, 4096, 0},   {"flash", 80, 8192, 16},
+constexpr Case kCases[] = {{"proj", 32, 16384, 16},  {"proj8k", 32, 8192, 16},
+                           {"maps", 32, 4096, 0},    {"flash", 80, 8192, 16},
                            {"flash64", 64, 8192, 0}, {"pre16", 16, 16384, 0},
                            {"tile512", 32, 512, 0}};
 
@@ -77,19 +78,23 @@ void Run(const std::string& only) {
       if (!SetSkinnyIsaForTesting(isa).ok()) continue;
       const double dot_s = Seconds([&] {
         for (int t = 0; t < kTokens; t += kB) {
-          DotRows(kB, R, D, X.data() + static_cast<size_t>(t) * D, D, W.data(), D, out.data() + t * R, R);
+          DotRows(kB, R, D, X.data() + static_cast<size_t>(t) * D, D, W.data(), D,
+                  out.data() + t * R, R);
         }
       });
       const double dot_c = Seconds([&] {
-        for (int t = 0; t < kTokens; t += kB) DotRows(kB, R, D, X.data(), D, W.data(), D, out.data(), R);
+        for (int t = 0; t < kTokens; t += kB)
+          DotRows(kB, R, D, X.data(), D, W.data(), D, out.data(), R);
       });
       const double axpy_s = Seconds([&] {
         for (int t = 0; t < kTokens; t += kB) {
-          AxpyRows(kB, R, D, A.data() + t * R, R, W.data(), D, out.data() + static_cast<size_t>(t) * D, D, true);
+          AxpyRows(kB, R, D, A.data() + t * R, R, W.data(), D,
+                   out.data() + static_cast<size_t>(t) * D, D, true);
         }
       });
       const double axpy_c = Seconds([&] {
-        for (int t = 0; t < kTokens; t += kB) AxpyRows(kB, R, D, A.data(), R, W.data(), D, out.data(), D, true);
+        for (int t = 0; t < kTokens; t += kB)
+          AxpyRows(kB, R, D, A.data(), R, W.data(), D, out.data(), D, true);
       });
       // W packed once (SkinnyWeights), as the fused passes call them.
       const SkinnyWeights dw = PackForDotRows(R, D, W.data(), D);
@@ -107,11 +112,12 @@ void Run(const std::string& only) {
           AxpyRows(kB, aw, A.data() + t * R, R, out.data() + static_cast<size_t>(t) * D, D, true);
         }
       });
-      std::printf("%-5s %-8s DotRows stream %6.1f cached %6.1f packed-W stream %6.1f cached "
-                  "%6.1f | AxpyRows stream %6.1f cached %6.1f packed-W stream %6.1f GFLOP/s\n",
-                  cs.name, SkinnyIsaName(isa), flops / dot_s / 1e9, flops / dot_c / 1e9,
-                  flops / dot_p / 1e9, flops / dot_pc / 1e9, flops / axpy_s / 1e9,
-                  flops / axpy_c / 1e9, flops / axpy_p / 1e9);
+      std::printf(
+          "%-5s %-8s DotRows stream %6.1f cached %6.1f packed-W stream %6.1f cached "
+          "%6.1f | AxpyRows stream %6.1f cached %6.1f packed-W stream %6.1f GFLOP/s\n",
+          cs.name, SkinnyIsaName(isa), flops / dot_s / 1e9, flops / dot_c / 1e9,
+          flops / dot_p / 1e9, flops / dot_pc / 1e9, flops / axpy_s / 1e9, flops / axpy_c / 1e9,
+          flops / axpy_p / 1e9);
     }
     // Weight gradient tmp (R, D) = A^T (R, n) . X (n, D) over all tokens: AtXRows per path on
     // AtXColumns' column blocks, against OpenBLAS on 512-column blocks (DeterministicSgemm's
@@ -147,22 +153,24 @@ void Run(const std::string& only) {
       double ms[2];
       for (int sparse : {0, 1}) {
         ms[sparse] = 1e3 * Seconds([&] {
-          for (int c = 0; c < D; c += kAtXColumns) {
-            AtXRows(kTokens, R, std::min(kAtXColumns, D - c), routed.data(), R, X.data() + c, D,
-                    g.data() + c, D, sparse ? cs.router : 0);
-          }
-        });
+                       for (int c = 0; c < D; c += kAtXColumns) {
+                         AtXRows(kTokens, R, std::min(kAtXColumns, D - c), routed.data(), R,
+                                 X.data() + c, D, g.data() + c, D, sparse ? cs.router : 0);
+                       }
+                     });
       }
       // The other rows alone: what the router's rows add over them is their cost.
-      const double rest_ms = 1e3 * Seconds([&] {
-        for (int c = 0; c < D; c += kAtXColumns) {
-          AtXRows(kTokens, R - cs.router, std::min(kAtXColumns, D - c), routed.data() + cs.router,
-                  R, X.data() + c, D, g.data() + c, D);
-        }
-      });
-      std::printf("%-5s %-8s AtXRows router rows dense %6.1f ms, zeros skipped %6.1f ms, "
-                  "without them %6.1f ms\n",
-                  cs.name, SkinnyIsaName(isa), ms[0], ms[1], rest_ms);
+      const double rest_ms =
+          1e3 * Seconds([&] {
+            for (int c = 0; c < D; c += kAtXColumns) {
+              AtXRows(kTokens, R - cs.router, std::min(kAtXColumns, D - c),
+                      routed.data() + cs.router, R, X.data() + c, D, g.data() + c, D);
+            }
+          });
+      std::printf(
+          "%-5s %-8s AtXRows router rows dense %6.1f ms, zeros skipped %6.1f ms, "
+          "without them %6.1f ms\n",
+          cs.name, SkinnyIsaName(isa), ms[0], ms[1], rest_ms);
     }
     const double atx_blas = Seconds([&] {
       for (int c = 0; c < D; c += 512) {
@@ -176,17 +184,19 @@ void Run(const std::string& only) {
       const double dot = Seconds([&] {
         for (int t = 0; t < kTokens; t += rows) {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, R, D, 1.0f,
-                      X.data() + static_cast<size_t>(t) * D, D, W.data(), D, 0.0f, out.data() + t * R, R);
+                      X.data() + static_cast<size_t>(t) * D, D, W.data(), D, 0.0f,
+                      out.data() + t * R, R);
         }
       });
       const double axpy = Seconds([&] {
         for (int t = 0; t < kTokens; t += rows) {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, R, 1.0f, A.data() + t * R, R,
-                      W.data(), D, 1.0f, out.data() + static_cast<size_t>(t) * D, D);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, R, 1.0f, A.data() + t * R,
+                      R, W.data(), D, 1.0f, out.data() + static_cast<size_t>(t) * D, D);
         }
       });
-      std::printf("%-5s sgemm%-3d X.W^T  stream %6.1f               | A.W      stream %6.1f GFLOP/s\n",
-                  cs.name, rows, flops / dot / 1e9, flops / axpy / 1e9);
+      std::printf(
+          "%-5s sgemm%-3d X.W^T  stream %6.1f               | A.W      stream %6.1f GFLOP/s\n",
+          cs.name, rows, flops / dot / 1e9, flops / axpy / 1e9);
     }
   }
 }

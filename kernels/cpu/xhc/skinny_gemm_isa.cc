@@ -45,7 +45,8 @@ bool CpuSupportsSkinnyIsa(SkinnyIsa isa) {
 std::string CpuSkinnyIsas() {
   std::string out;
   for (SkinnyIsa isa : kBestFirst) {
-    if (CpuSupportsSkinnyIsa(isa)) absl::StrAppend(&out, out.empty() ? "" : ",", SkinnyIsaName(isa));
+    if (CpuSupportsSkinnyIsa(isa))
+      absl::StrAppend(&out, out.empty() ? "" : ",", SkinnyIsaName(isa));
   }
   return out;
 }
@@ -86,8 +87,8 @@ SkinnyIsa ActiveSkinnyIsa() {
 
 absl::Status SetSkinnyIsaForTesting(SkinnyIsa isa) {
   if (!CpuSupportsSkinnyIsa(isa)) {
-    return absl::FailedPreconditionError(absl::StrCat("CPU lacks ", SkinnyIsaName(isa),
-                                                      "; it supports ", CpuSkinnyIsas()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("CPU lacks ", SkinnyIsaName(isa), "; it supports ", CpuSkinnyIsas()));
   }
   g_override.store(static_cast<int>(isa));
   return absl::OkStatus();

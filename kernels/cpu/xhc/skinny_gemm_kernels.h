@@ -12,10 +12,10 @@ namespace xhc::kernels::cpu::internal {
 
 using PackedBuffer = decltype(SkinnyWeights::packed);
 
-void DotRowsGeneric(int nt, int R, int D, const float* X, size_t ldx, const float* W,
-                    size_t ldw, float* out, int ldo);
-void AxpyRowsGeneric(int nt, int R, int D, const float* A, int lda, const float* W,
-                     size_t ldw, float* out, size_t ldo, bool accumulate);
+void DotRowsGeneric(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
+                    float* out, int ldo);
+void AxpyRowsGeneric(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
+                     float* out, size_t ldo, bool accumulate);
 
 // Defined where the compiler targets x86-64 (XHC_SKINNY_X86).
 void DotRowsAvx2(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
@@ -33,10 +33,10 @@ void AtXRowsGeneric(int n, int R, int D, const float* A, int lda, const float* X
                     float* out, size_t ldo, int sparse_rows);
 void AtXRowsAvx2(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,
                  float* out, size_t ldo, int sparse_rows);
-void DotRowsAvx512(int nt, int R, int D, const float* X, size_t ldx, const float* W,
-                   size_t ldw, float* out, int ldo);
-void AxpyRowsAvx512(int nt, int R, int D, const float* A, int lda, const float* W,
-                    size_t ldw, float* out, size_t ldo, bool accumulate);
+void DotRowsAvx512(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,
+                   float* out, int ldo);
+void AxpyRowsAvx512(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,
+                    float* out, size_t ldo, bool accumulate);
 void PackDotRowsAvx512(int R, int D, const float* W, size_t ldw, PackedBuffer* packed);
 void DotRowsAvx512Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed,
                          float* out, int ldo);

@@ -191,8 +191,8 @@ inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const 
 
 // Tokens [0, tn) of a run, tn <= kTile, in tiles of kTile tokens (the last one shorter).
 template <class S, int RV, int kTile>
-inline void DotRunTokens(int tn, int c0, int c1, int D, const float* X, size_t ldx,
-                         const float* Wt, float* tot, bool prefetch) {
+inline void DotRunTokens(int tn, int c0, int c1, int D, const float* X, size_t ldx, const float* Wt,
+                         float* tot, bool prefetch) {
   if constexpr (kTile > 1) {
     if (tn < kTile) {
       return DotRunTokens<S, RV, kTile - 1>(tn, c0, c1, D, X, ldx, Wt, tot, prefetch);
@@ -259,8 +259,7 @@ void DotRowsBcastPacked(int nt, int R, int D, const float* X, size_t ldx, const 
     }
     ForEachDotWalk<S>(gr, [&](int r0, int rv, int rows) {
       for (int t = 0; t < nt; ++t) {
-        std::memcpy(out + t * ldo + g0 + r0, tot + nt * r0 + t * rv * S::kL,
-                    sizeof(float) * rows);
+        std::memcpy(out + t * ldo + g0 + r0, tot + nt * r0 + t * rv * S::kL, sizeof(float) * rows);
       }
     });
   }
@@ -371,16 +370,15 @@ inline void AxpyTokens(int R, int cl, const float* A, int lda, const float* W, s
     AxpyTile<S, TN, 1, false>(R, A, lda, W + c, ldw, out + c, ldo, accumulate, none);
   }
   if (c < cl) {
-    AxpyTile<S, TN, 1, true>(R, A, lda, W + c, ldw, out + c, ldo, accumulate,
-                             S::TailMask(cl - c));
+    AxpyTile<S, TN, 1, true>(R, A, lda, W + c, ldw, out + c, ldo, accumulate, S::TailMask(cl - c));
   }
 }
 
 // One column chunk [0, cl) of nt tokens against the chunk's R rows of W (row stride ld):
 // groups of up to 4 tokens, each over the whole chunk.
 template <class S>
-inline void AxpyChunk(int nt, int R, int cl, const float* A, int lda, const float* wc,
-                      size_t ld, float* out, size_t ldo, bool accumulate) {
+inline void AxpyChunk(int nt, int R, int cl, const float* A, int lda, const float* wc, size_t ld,
+                      float* out, size_t ldo, bool accumulate) {
   for (int t0 = 0; t0 < nt; t0 += 4) {
     const float* a = A + t0 * lda;
     float* o = out + t0 * ldo;
@@ -472,8 +470,7 @@ inline void AtXTile(int kt, const float* A, int lda, const float* xp, float* acc
 }
 
 template <class S, int RN>
-inline void AtXRowGroup(int kt, int padded, const float* A, int lda, const float* xp,
-                        float* acc) {
+inline void AtXRowGroup(int kt, int padded, const float* A, int lda, const float* xp, float* acc) {
   constexpr int kL = S::kL;
   int c = 0;
   for (; c + 3 * kL <= padded; c += 3 * kL) AtXTile<S, RN, 3>(kt, A, lda, xp + c, acc + c);
@@ -569,8 +566,9 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
       // The next chunk's columns of this block (or the next block's first chunk) are
       // requested while this one computes, a share per row group (into L2 or L1: to_l2, above).
       const bool last = k + 1 == chunks;
-      const float* next = !last ? X + t0 * ldx + c0 + kAtXChunk
-                          : t0 + kt < n ? X + (t0 + kt) * ldx : nullptr;
+      const float* next = !last         ? X + t0 * ldx + c0 + kAtXChunk
+                          : t0 + kt < n ? X + (t0 + kt) * ldx
+                                        : nullptr;
       const int next_rows = !last ? kt : std::min(kAtXTokens, n - t0 - kt);
       const int next_cl = !last ? std::min(kAtXChunk, D - c0 - kAtXChunk) : std::min(kAtXChunk, D);
       AtXSparseRows<S>(sparse_terms, padded, xp, acc);
@@ -609,34 +607,34 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
 
 // Defines the path's entry points of skinny_gemm_kernels.h (DotRowsAvx2, ... for S = Avx2)
 // over the kernels above; used once by each path's TU, after its traits struct S.
-#define XHC_SKINNY_ENTRY_POINTS(S)                                                             \
-  namespace xhc::kernels::cpu::internal {                                                      \
-  void DotRows##S(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw, \
-                  float* out, int ldo) {                                                       \
-    DotRowsSimd<S>(nt, R, D, X, ldx, W, ldw, out, ldo);                                        \
-  }                                                                                            \
-  void PackDotRows##S(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {        \
-    PackDotRowsBcast<S>(R, D, W, ldw, packed);                                                 \
-  }                                                                                            \
-  void DotRows##S##Packed(int nt, int R, int D, const float* X, size_t ldx,                    \
-                          const float* packed, float* out, int ldo) {                          \
-    DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed, out, ldo);                                 \
-  }                                                                                            \
-  void AxpyRows##S(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,  \
-                   float* out, size_t ldo, bool accumulate) {                                  \
-    AxpyRowsSimd<S>(nt, R, D, A, lda, W, ldw, out, ldo, accumulate);                           \
-  }                                                                                            \
-  void PackAxpyRows##S(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {       \
-    PackAxpyRowsChunks<S>(R, D, W, ldw, packed);                                               \
-  }                                                                                            \
-  void AxpyRows##S##Packed(int nt, int R, int D, const float* A, int lda, const float* packed, \
-                           float* out, size_t ldo, bool accumulate) {                          \
-    AxpyRowsPackedSimd<S>(nt, R, D, A, lda, packed, out, ldo, accumulate);                     \
-  }                                                                                            \
-  void AtXRows##S(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,    \
-                  float* out, size_t ldo, int sparse_rows) {                                   \
-    AtXRowsSimd<S>(n, R, D, A, lda, X, ldx, out, ldo, sparse_rows);                            \
-  }                                                                                            \
+#define XHC_SKINNY_ENTRY_POINTS(S)                                                               \
+  namespace xhc::kernels::cpu::internal {                                                        \
+  void DotRows##S(int nt, int R, int D, const float* X, size_t ldx, const float* W, size_t ldw,  \
+                  float* out, int ldo) {                                                         \
+    DotRowsSimd<S>(nt, R, D, X, ldx, W, ldw, out, ldo);                                          \
+  }                                                                                              \
+  void PackDotRows##S(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {          \
+    PackDotRowsBcast<S>(R, D, W, ldw, packed);                                                   \
+  }                                                                                              \
+  void DotRows##S##Packed(int nt, int R, int D, const float* X, size_t ldx, const float* packed, \
+                          float* out, int ldo) {                                                 \
+    DotRowsBcastPacked<S>(nt, R, D, X, ldx, packed, out, ldo);                                   \
+  }                                                                                              \
+  void AxpyRows##S(int nt, int R, int D, const float* A, int lda, const float* W, size_t ldw,    \
+                   float* out, size_t ldo, bool accumulate) {                                    \
+    AxpyRowsSimd<S>(nt, R, D, A, lda, W, ldw, out, ldo, accumulate);                             \
+  }                                                                                              \
+  void PackAxpyRows##S(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {         \
+    PackAxpyRowsChunks<S>(R, D, W, ldw, packed);                                                 \
+  }                                                                                              \
+  void AxpyRows##S##Packed(int nt, int R, int D, const float* A, int lda, const float* packed,   \
+                           float* out, size_t ldo, bool accumulate) {                            \
+    AxpyRowsPackedSimd<S>(nt, R, D, A, lda, packed, out, ldo, accumulate);                       \
+  }                                                                                              \
+  void AtXRows##S(int n, int R, int D, const float* A, int lda, const float* X, size_t ldx,      \
+                  float* out, size_t ldo, int sparse_rows) {                                     \
+    AtXRowsSimd<S>(n, R, D, A, lda, X, ldx, out, ldo, sparse_rows);                              \
+  }                                                                                              \
   }  // namespace xhc::kernels::cpu::internal
 
 #undef XHC_UNROLL

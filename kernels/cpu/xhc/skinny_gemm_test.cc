@@ -3,7 +3,6 @@
 // not a multiple of 8 or 16, chunks, token tiles); XHC_CPU_ISA parsing.
 
 #include "kernels/cpu/xhc/skinny_gemm.h"
-#include "kernels/cpu/xhc/gemm_util.h"
 
 #include <stdlib.h>
 
@@ -16,6 +15,7 @@
 
 #include "base/test_seed.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/xhc/gemm_util.h"
 
 namespace xhc::kernels::cpu {
 namespace {
@@ -146,7 +146,9 @@ TEST_P(SkinnyGemmTest, AtXRowsIndependentOfSplit) {
     std::vector<float> a1(n);
     for (int t = 0; t < n; ++t) a1[t] = A[t * R + r];
     AtXRows(n, 1, D, a1.data(), 1, X.data(), D, row.data(), D);
-    ASSERT_EQ(0, std::memcmp(row.data(), whole.data() + static_cast<size_t>(r) * D, sizeof(float) * D)) << r;
+    ASSERT_EQ(0,
+              std::memcmp(row.data(), whole.data() + static_cast<size_t>(r) * D, sizeof(float) * D))
+        << r;
   }
 }
 
@@ -231,7 +233,8 @@ TEST_P(SkinnyGemmTest, TokenResultIndependentOfBlock) {
 // results bit for bit, on shapes with ragged chunks and more than 32 rows.
 TEST_P(SkinnyGemmTest, PackedWeightsSameAsInPlace) {
   std::mt19937 rng = Rng();
-  for (const Shape s : {Shape{16, 32, 16384}, Shape{7, 36, 1030}, Shape{3, 5, 17}, Shape{20, 70, 300}}) {
+  for (const Shape s :
+       {Shape{16, 32, 16384}, Shape{7, 36, 1030}, Shape{3, 5, 17}, Shape{20, 70, 300}}) {
     const size_t ldx = s.D + 3, ldw = s.D + 5;
     auto X = Random(s.nt * ldx, rng), W = Random(s.R * ldw, rng);
     std::vector<float> a(s.nt * s.R), b(s.nt * s.R);
@@ -277,7 +280,8 @@ TEST_P(SkinnyGemmTest, AxpyRowsPackedWeightsSameAsInPlace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, SkinnyGemmTest,
-                         ::testing::Values(SkinnyIsa::kAvx512, SkinnyIsa::kAvx2, SkinnyIsa::kGeneric),
+                         ::testing::Values(SkinnyIsa::kAvx512, SkinnyIsa::kAvx2,
+                                           SkinnyIsa::kGeneric),
                          [](const auto& info) { return std::string(SkinnyIsaName(info.param)); });
 
 // skinny_gemm_simd.h's claim: the avx2 and avx512 builds of DotRows, AxpyRows and AtXRows give
@@ -302,8 +306,7 @@ TEST(SkinnyGemmPathsTest, Avx2AndAvx512AgreeBitForBit) {
       ASSERT_TRUE(SetSkinnyIsaForTesting(paths[p]).ok());
       d[p].assign(s.nt * s.R, 0.0f);
       DotRows(s.nt, PackForDotRows(s.R, s.D, W.data(), ld), X.data(), ld, d[p].data(), s.R);
-      AxpyRows(s.nt, PackForAxpyRows(s.R, s.D, W.data(), ld), A.data(), lda, y[p].data(), ld,
-               true);
+      AxpyRows(s.nt, PackForAxpyRows(s.R, s.D, W.data(), ld), A.data(), lda, y[p].data(), ld, true);
       g[p].assign(s.R * ld, 0.0f);
       AtXRows(s.nt, s.R, s.D, A.data(), lda, X.data(), ld, g[p].data(), ld);
     }

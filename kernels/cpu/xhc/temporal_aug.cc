@@ -9,7 +9,7 @@
 namespace xhc::kernels::cpu {
 
 XHC_CLONES void ConvToken(const XhcDims& d, const float* const* w, const float* out_seq, int stride,
-               int t, float* g) {
+                          int t, float* g) {
   const int C = d.C;
   for (int j = 0; j < d.r; ++j) {
     // g_j = sum over tau <= t of w_j[tau] * out[t - tau], tau in order from 0.
@@ -27,7 +27,7 @@ XHC_INLINE void ProjectOut(int C, const float* src, const float* vi, float norm,
 }
 
 XHC_CLONES void GramSchmidtToken(const XhcDims& d, bool orthogonalise, const float* g, float* v,
-                      float* hist) {
+                                 float* hist) {
   const int C = d.C;
   float norms[64];  // <v_i, v_i> + eps, computed once per v_i (r < 63 is validated by use)
   if (orthogonalise) norms[0] = Dot(C, v, v) + static_cast<float>(kGramSchmidtEps);
@@ -51,7 +51,7 @@ XHC_CLONES void GramSchmidtToken(const XhcDims& d, bool orthogonalise, const flo
 }
 
 XHC_CLONES void GramSchmidtBackwardToken(const XhcDims& d, bool orthogonalise, const float* v,
-                              const float* g, const float* hist, float* dv, float* dg) {
+                                         const float* g, const float* hist, float* dv, float* dg) {
   const int C = d.C;
   for (int j = d.r; j >= 1; --j) {
     float* __restrict cur = dg + (j - 1) * C;

@@ -9,18 +9,18 @@
 #include <utility>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "kernels/cpu/xhc/cpu_util.h"
 #include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/hc_ops.h"
-#include "kernels/cpu/xhc/skinny_gemm.h"
-#include "kernels/cpu/xhc/state_restore.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/sinkhorn_batch.h"
+#include "kernels/cpu/xhc/skinny_gemm.h"
+#include "kernels/cpu/xhc/state_restore.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_stack.h"
-#include "base/status_macros.h"
 
 namespace xhc::kernels {
 namespace {
@@ -32,9 +32,13 @@ struct OutScratch {
   std::vector<float> sink_z, sink_dh, sink_dz;
   std::vector<cpu::V8, cpu::CacheLineAllocator<cpu::V8>> sink_mats;  // std::allocator: 16-aligned
   OutScratch(const XhcDims& d, int iters)
-      : daug(static_cast<size_t>(d.K) * d.C), g(static_cast<size_t>(d.r) * d.C + 1),
-        v(static_cast<size_t>(d.K) * d.C), hist(static_cast<size_t>(d.r) * d.r * d.C + 1),
-        sink_z(cpu::kSinkLanes * d.k * d.k), sink_dh(sink_z.size()), sink_dz(sink_z.size()),
+      : daug(static_cast<size_t>(d.K) * d.C),
+        g(static_cast<size_t>(d.r) * d.C + 1),
+        v(static_cast<size_t>(d.K) * d.C),
+        hist(static_cast<size_t>(d.r) * d.r * d.C + 1),
+        sink_z(cpu::kSinkLanes * d.k * d.k),
+        sink_dh(sink_z.size()),
+        sink_dz(sink_z.size()),
         sink_mats(static_cast<size_t>(2 * iters + 2) * d.k * d.k) {}
 };
 
@@ -202,8 +206,8 @@ namespace {
 
 // Coefficients of the res / post map backward of one token: zm = alpha * ra * dz (the sgemm
 // left factor) and the rms correction ra^2 / Da * sum_q dz_q (z_q - b_q), returned.
-float TokenMapCoefficients(const XhcDims& d, const XhcParams& P, const XhcCache& cache,
-                           size_t tok, float* zm) {
+float TokenMapCoefficients(const XhcDims& d, const XhcParams& P, const XhcCache& cache, size_t tok,
+                           float* zm) {
   const int kk = d.Rres(), Q = d.Q();
   const float ra = cache.rstd_a[tok];
   const float* dz = cache.dz_map.data() + tok * Q;
@@ -220,9 +224,9 @@ float TokenMapCoefficients(const XhcDims& d, const XhcParams& P, const XhcCache&
 // Read-map and router coefficients of one token: writes zc (the sgemm left factor, stacked
 // like StackProjection) and the stashed read-map dz; returns {a_t, b_t} of dx = zc.W - a x + b.
 XHC_CLONES std::pair<float, float> TokenProjCoefficients(const XhcDims& d, const XhcParams& P,
-                                              const float* rowsum, const float* x,
-                                              const float* du, size_t tok, XhcCache* cache,
-                                              float* zc) {
+                                                         const float* rowsum, const float* x,
+                                                         const float* du, size_t tok,
+                                                         XhcCache* cache, float* zc) {
   const int N = d.N, C = d.C, D = d.D();
   const float* hpre = cache->hpre.data() + tok * N;
   const float* proj = cache->proj.data() + tok * 2 * N;
@@ -259,9 +263,10 @@ XHC_CLONES std::pair<float, float> TokenProjCoefficients(const XhcDims& d, const
 // backward) then forms every sublayer's dz of the other streams (<du_q, X0_i>) in its one pass
 // over X0, and the coefficients of the one projection of X0: router (from the window's dp) and
 // all w read maps.
-XHC_CLONES std::pair<float, float> TokenFlashProjCoefficients(
-    const XhcDims& d, const XhcParams& P, const float* rowsum, const float* x0, const float* du,
-    size_t tok, XhcCache* cache, float* zc) {
+XHC_CLONES std::pair<float, float> TokenFlashProjCoefficients(const XhcDims& d, const XhcParams& P,
+                                                              const float* rowsum, const float* x0,
+                                                              const float* du, size_t tok,
+                                                              XhcCache* cache, float* zc) {
   const int N = d.N, k = d.k, C = d.C, D = d.D(), w = d.window, PW = N + w * N;
   FlashWindowT<float>& win = *cache->window;
   const int* idx = cache->idx.data() + tok * k;
@@ -336,9 +341,10 @@ struct InactiveReads {
 // terms and the scalar corrections (inactive; untouched when `reads` is empty), and the own
 // dense read, the corrections, mixing and map gradients (active). row: C floats of scratch.
 XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, const float* x,
-                         const float* du, const InactiveReads& reads, const float* dxa_maps,
-                         float corr_a, std::pair<float, float> ab, size_t tok, float* dxt,
-                         float* dA, float* row, bool prefetch_next) {
+                                    const float* du, const InactiveReads& reads,
+                                    const float* dxa_maps, float corr_a, std::pair<float, float> ab,
+                                    size_t tok, float* dxt, float* dA, float* row,
+                                    bool prefetch_next) {
   const int N = d.N, k = d.k, C = d.C, D = d.D();
   const int* idx = cache.idx.data() + tok * k;
   const float* hpre = cache.hpre.data() + tok * N;
@@ -475,7 +481,7 @@ absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* 
   //  3. per token: read-map / router coefficients zc, and every term of dX[tok] but the
   //     projection one;
   //  4. router / read-map path dX (nt, N*C) += zc (nt, R) . [router; pre] (R, N*C): the router
-//     rows per token in step 3 (sparse), the read-map rows as one block product.
+  //     rows per token in step 3 (sparse), the read-map rows as one block product.
   constexpr int kBlock = cpu::kMaxTokens;
   const int num_blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel
@@ -503,13 +509,13 @@ absl::Status BackwardInputPass(const XhcConfig& cfg, const XhcParams& P, float* 
             d.flash ? TokenFlashProjCoefficients(d, P, rowsum, X_in + off, dut, tok, cache, zct)
                     : TokenProjCoefficients(d, P, rowsum, X_in + off, dut, tok, cache, zct);
         TokenWriteInputGrad(d, *cache, X_in + off, dut, InactiveReadsOf(d, *cache, tok, dut),
-                            dxa.data() + static_cast<size_t>(i) * Da, corr_a[i], ab, tok,
-                            dX + off, dA.data(), row.data(), i + 1 < nt);
+                            dxa.data() + static_cast<size_t>(i) * Da, corr_a[i], ab, tok, dX + off,
+                            dA.data(), row.data(), i + 1 < nt);
         TokenAddSparseRows(router_rows, D, zct, proj_w.w.data(), dX + off);
       }
       if (R > router_rows) {
-        cpu::AxpyRows(nt, proj_pk, zc.data() + router_rows, R, dX + static_cast<size_t>(t0) * D,
-                      D, true);
+        cpu::AxpyRows(nt, proj_pk, zc.data() + router_rows, R, dX + static_cast<size_t>(t0) * D, D,
+                      true);
       }
     }
   }

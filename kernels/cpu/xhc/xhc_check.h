@@ -23,8 +23,8 @@ absl::Status CheckParams(const XhcDims& d, const XhcParamsT<T>& p) {
     return absl::InvalidArgumentError("res.* parameters are required");
   }
   if (static_cast<int>(p.conv_weight.size()) < d.r) {
-    return absl::InvalidArgumentError(absl::StrCat("conv weights: expected ", d.r, ", got ",
-                                                   p.conv_weight.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("conv weights: expected ", d.r, ", got ", p.conv_weight.size()));
   }
   for (int j = 0; j < d.r; ++j) {
     if (p.conv_weight[j] == nullptr) {

@@ -23,18 +23,48 @@
 namespace xhc::kernels::testing {
 
 struct RefImpl {
-  template <typename... A> static absl::Status Pre(A... a) { return ref::XhcPre(a...); }
-  template <typename... A> static absl::Status Post(A... a) { return ref::XhcPost(a...); }
-  template <typename... A> static absl::Status Out(A... a) { return ref::XhcBackwardOut(a...); }
-  template <typename... A> static absl::Status In(A... a) { return ref::XhcBackwardInput(a...); }
-  template <typename... A> static absl::Status W(A... a) { return ref::XhcBackwardWeights(a...); }
+  template <typename... A>
+  static absl::Status Pre(A... a) {
+    return ref::XhcPre(a...);
+  }
+  template <typename... A>
+  static absl::Status Post(A... a) {
+    return ref::XhcPost(a...);
+  }
+  template <typename... A>
+  static absl::Status Out(A... a) {
+    return ref::XhcBackwardOut(a...);
+  }
+  template <typename... A>
+  static absl::Status In(A... a) {
+    return ref::XhcBackwardInput(a...);
+  }
+  template <typename... A>
+  static absl::Status W(A... a) {
+    return ref::XhcBackwardWeights(a...);
+  }
 };
 struct OptImpl {
-  template <typename... A> static absl::Status Pre(A... a) { return XhcPre(a...); }
-  template <typename... A> static absl::Status Post(A... a) { return XhcPost(a...); }
-  template <typename... A> static absl::Status Out(A... a) { return XhcBackwardOut(a...); }
-  template <typename... A> static absl::Status In(A... a) { return XhcBackwardInput(a...); }
-  template <typename... A> static absl::Status W(A... a) { return XhcBackwardWeights(a...); }
+  template <typename... A>
+  static absl::Status Pre(A... a) {
+    return XhcPre(a...);
+  }
+  template <typename... A>
+  static absl::Status Post(A... a) {
+    return XhcPost(a...);
+  }
+  template <typename... A>
+  static absl::Status Out(A... a) {
+    return XhcBackwardOut(a...);
+  }
+  template <typename... A>
+  static absl::Status In(A... a) {
+    return XhcBackwardInput(a...);
+  }
+  template <typename... A>
+  static absl::Status W(A... a) {
+    return XhcBackwardWeights(a...);
+  }
 };
 
 // The sublayer configurations these tests compare: 20 Sinkhorn iterations.
@@ -47,7 +77,7 @@ inline XhcConfig MakeCfg(int N, int k, int m, bool mlp, std::vector<int> kernels
 // with the tensor's magnitude (float vs double), plus 1e-5 absolute for sums that cancel
 // (alpha gradients over many tokens).
 inline void ExpectMatches(const std::vector<float>& opt, const std::vector<double>& ref,
-                   const std::string& what, double tol = 2e-4) {
+                          const std::string& what, double tol = 2e-4) {
   ASSERT_EQ(opt.size(), ref.size()) << what;
   double scale = 0;
   for (double v : ref) scale = std::max(scale, std::fabs(v));
@@ -68,7 +98,7 @@ inline void ExpectMatches(const std::vector<float>& opt, const std::vector<doubl
 // checking the identity on the double reference (1e-9 of the size: the reference's alpha
 // and weight gradients must agree), or 0 when `name` is no such alpha.
 inline double AlphaTermScale(const std::string& name, const ParamStore<double>& grads,
-                      const ParamStore<double>& params) {
+                             const ParamStore<double>& params) {
   static const std::pair<const char*, const char*> kPairs[] = {
       {"pre.alpha", "pre.weight"}, {"res.alpha", "res.weight"}, {"post.alpha", "post.weight"}};
   for (const auto& [alpha, weight] : kPairs) {
@@ -108,8 +138,9 @@ inline void ExpectAlphaMatches(const std::vector<float>& opt, double ref, double
 // A gradient tensor of the optimized path against the reference's (ExpectMatches), alphas of
 // the sigmoid maps at the size of their terms (AlphaTermScale).
 inline void ExpectGradMatches(const std::vector<float>& opt, const std::string& name,
-                       const ParamStore<double>& ref_grads, const ParamStore<double>& ref_params,
-                       bool sigmoid_maps, const std::string& what) {
+                              const ParamStore<double>& ref_grads,
+                              const ParamStore<double>& ref_params, bool sigmoid_maps,
+                              const std::string& what) {
   const std::vector<double>& ref = *ref_grads.Find(name);
   const double terms = sigmoid_maps ? AlphaTermScale(name, ref_grads, ref_params) : 0;
   if (terms == 0) return ExpectMatches(opt, ref, what);
@@ -120,7 +151,7 @@ inline void ExpectGradMatches(const std::vector<float>& opt, const std::string& 
 // streams they disagree on are within float rounding of each other (a near-tie: which one
 // float picks is not an error). Any other difference is reported as a failure.
 inline bool OnlyNearTies(const std::vector<int>& ref_idx, const std::vector<int>& opt_idx,
-                  const std::vector<double>& ref_s, int N, int k) {
+                         const std::vector<double>& ref_s, int N, int k) {
   constexpr double kTie = 1e-5;  // scores in (0, 1); float error of a score ~1e-7
   const size_t n = ref_idx.size() / k;
   bool ties_only = true;

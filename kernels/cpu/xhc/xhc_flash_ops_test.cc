@@ -45,16 +45,24 @@ WindowOutputs<R> RunWindow(const std::vector<XhcConfig>& cfgs, int B, int T, int
   for (int q = 0; q < w; ++q) {
     if (q > 0) o.caches[q].window = o.caches[0].window;
     o.x_in.push_back(o.x_out);
-    EXPECT_TRUE(Impl::Pre(cfgs[q], P[q], B, T, C, static_cast<const R*>(o.x_out.data()), u.data(), &o.caches[q]).ok());
+    EXPECT_TRUE(Impl::Pre(cfgs[q], P[q], B, T, C, static_cast<const R*>(o.x_out.data()), u.data(),
+                          &o.caches[q])
+                    .ok());
     o.u.push_back(u);
     for (size_t e = 0; e < n * C; ++e) out[e] = a[q][e % C] * u[e] + b[q][e % C];
-    EXPECT_TRUE(Impl::Post(cfgs[q], P[q], static_cast<const R*>(out.data()), o.x_out.data(), &o.caches[q]).ok());
+    EXPECT_TRUE(
+        Impl::Post(cfgs[q], P[q], static_cast<const R*>(out.data()), o.x_out.data(), &o.caches[q])
+            .ok());
   }
   o.dx = G;
   for (int q = w - 1; q >= 0; --q) {
-    EXPECT_TRUE(Impl::Out(cfgs[q], P[q], static_cast<const R*>(o.dx.data()), &o.caches[q], d_out.data()).ok());
+    EXPECT_TRUE(
+        Impl::Out(cfgs[q], P[q], static_cast<const R*>(o.dx.data()), &o.caches[q], d_out.data())
+            .ok());
     for (size_t e = 0; e < n * C; ++e) du[e] = a[q][e % C] * d_out[e];
-    EXPECT_TRUE(Impl::In(cfgs[q], P[q], X.data(), static_cast<const R*>(du.data()), o.dx.data(), &o.caches[q]).ok());
+    EXPECT_TRUE(Impl::In(cfgs[q], P[q], X.data(), static_cast<const R*>(du.data()), o.dx.data(),
+                         &o.caches[q])
+                    .ok());
   }
   o.grads = params;
   for (int q = 0; q < w; ++q) {
@@ -166,7 +174,8 @@ TEST(XhcFlashOpsTest, CorrectedInputsEqualTheDenseReadOfTheCurrentState) {
         for (int c = 0; c < C; ++c) {
           double dense = 0, mag = 0;
           for (int i = 0; i < N; ++i) {
-            const double term = double(win.hpre[(tok * w + q) * N + i]) * o.x_in[q][(tok * N + i) * C + c];
+            const double term =
+                double(win.hpre[(tok * w + q) * N + i]) * o.x_in[q][(tok * N + i) * C + c];
             dense += term, mag += std::fabs(term);
           }
           ASSERT_NEAR(o.u[q][tok * C + c], dense, (N + 2) * 0x1p-24 * mag)

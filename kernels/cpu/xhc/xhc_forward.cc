@@ -11,17 +11,17 @@
 #include <cstring>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "kernels/cpu/xhc/cpu_util.h"
 #include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/hc_ops.h"
-#include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/sinkhorn_batch.h"
+#include "kernels/cpu/xhc/skinny_gemm.h"
 #include "kernels/cpu/xhc/temporal_aug.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_stack.h"
-#include "base/status_macros.h"
 
 namespace xhc::kernels {
 namespace {
@@ -43,7 +43,7 @@ XHC_INLINE Stats TokenStats(int D, const float* x) {
 // Per token: statistics, router and read map from the raw projections, selection, dense
 // read, gather of the active streams and their rms factor. One pass over the token's N*C.
 XHC_CLONES void TokenPre(const XhcDims& d, const XhcParams& P, const float* rowsum, const float* x,
-              size_t tok, float* u, XhcCache* cache) {
+                         size_t tok, float* u, XhcCache* cache) {
   const int N = d.N, k = d.k, C = d.C;
   const auto [mean, rstd_ln, rstd] = TokenStats(d.D(), x);
   cache->mean[tok] = mean;
@@ -53,9 +53,7 @@ XHC_CLONES void TokenPre(const XhcDims& d, const XhcParams& P, const float* rows
   float* s = cache->s.data() + tok * N;
   float* hpre = cache->hpre.data() + tok * N;
   for (int i = 0; i < N; ++i) {
-    s[i] = d.has_router ? Sigmoid(rstd_ln * (proj[i] - mean * rowsum[i]) +
-                                  P.router_bias[i])
-                        : 0.0f;
+    s[i] = d.has_router ? Sigmoid(rstd_ln * (proj[i] - mean * rowsum[i]) + P.router_bias[i]) : 0.0f;
     hpre[i] = Sigmoid(P.pre_alpha[0] * rstd * proj[N + i] + P.pre_bias[i]);
   }
   int* idx = cache->idx.data() + tok * k;
@@ -95,8 +93,8 @@ XHC_CLONES void TokenFlashEntry(const XhcDims& d, const XhcParams& P, const floa
   float* hpre = win.hpre.data() + tok * w * N;
   for (int q = 0; q < w; ++q) {
     for (int i = 0; i < N; ++i) {
-      hpre[q * N + i] = Sigmoid(P.window_pre_alpha[q][0] * rstd * proj[N + q * N + i] +
-                                P.window_pre_bias[q][i]);
+      hpre[q * N + i] =
+          Sigmoid(P.window_pre_alpha[q][0] * rstd * proj[N + q * N + i] + P.window_pre_bias[q][i]);
     }
   }
   int* idx = win.idx.data() + tok * k;
@@ -170,8 +168,8 @@ XHC_CLONES void BlockMixMaps(const XhcConfig& cfg, const XhcDims& d, const XhcPa
 
 // Per token: temporal augmentation, then mix + write + scatter into X (in place).
 XHC_CLONES void TokenPost(const XhcConfig& cfg, const XhcDims& d, const float* const* conv_w,
-                          const float* out, float* X, int T, int tok, float* g,
-                          XhcCache* cache, bool prefetch_next) {
+                          const float* out, float* X, int T, int tok, float* g, XhcCache* cache,
+                          bool prefetch_next) {
   const int k = d.k, K = d.K, C = d.C, D = d.D();
   const int t = tok % T;
   float* v = cache->aug.data() + static_cast<size_t>(tok) * K * C;  // aug (K, C)
@@ -198,8 +196,8 @@ XHC_CLONES void TokenPost(const XhcConfig& cfg, const XhcDims& d, const float* c
   float coef[kMaxActive + 1 + kMaxConvKernels];
   const float* rows[kMaxActive + 1 + kMaxConvKernels];
   for (int j = 0; j < k; ++j) {
-    float* __restrict dst = X + static_cast<size_t>(tok) * D +
-                            cache->idx[static_cast<size_t>(tok) * k + j] * C;
+    float* __restrict dst =
+        X + static_cast<size_t>(tok) * D + cache->idx[static_cast<size_t>(tok) * k + j] * C;
     const float pj = cache->p[static_cast<size_t>(tok) * k + j];
     const int mixed = d.has_mix ? k : 0;
     for (int jj = 0; jj < mixed; ++jj) coef[jj] = hres[j * k + jj], rows[jj] = xa + jj * C;
@@ -223,8 +221,7 @@ absl::Status FlashPre(const XhcDims& d, const XhcConfig& cfg, const XhcParams& P
     std::vector<float>().swap(win.wgrad);
     win.wgrad_taken = 0;
   }
-  const StackedWeights proj_w =
-      d.pos == 0 ? StackFlashProjection(d, P) : StackedWeights();
+  const StackedWeights proj_w = d.pos == 0 ? StackFlashProjection(d, P) : StackedWeights();
   // Packed once here, read by every token block (skinny_gemm.h), as in XhcPre.
   const cpu::SkinnyWeights proj_pk =
       d.pos == 0 ? cpu::PackForDotRows(proj_w.rows, D, proj_w.w.data(), D) : cpu::SkinnyWeights();
@@ -253,8 +250,8 @@ absl::Status FlashPre(const XhcDims& d, const XhcConfig& cfg, const XhcParams& P
 
 }  // namespace
 
-absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int C,
-                    const float* X, float* u, XhcCache* cache) {
+absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int C, const float* X,
+                    float* u, XhcCache* cache) {
   ASSIGN_OR_RETURN(XhcDims d, ResolveDims(cfg, C));
   RETURN_IF_ERROR(CheckParams(d, P));
   if (B <= 0 || T <= 0 || !X || !u || !cache) {

@@ -41,8 +41,8 @@
 
 namespace xhc::kernels {
 
-absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int C,
-                    const float* X, float* u, XhcCache* cache);
+absl::Status XhcPre(const XhcConfig& cfg, const XhcParams& P, int B, int T, int C, const float* X,
+                    float* u, XhcCache* cache);
 absl::Status XhcPost(const XhcConfig& cfg, const XhcParams& P, const float* out, float* X,
                      XhcCache* cache);
 absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const float* dX_new,
@@ -65,13 +65,12 @@ void ExpandBackward(int n, int N, int C, const float* dX, float* de);
 
 // Head reduce: y (n,C) from X (n,N,C). BackwardInput writes dX (n,N,C) and stashes dz in the
 // cache; BackwardWeights accumulates into grads.
-absl::Status HeadReduceForward(const HeadParams& P, int n, int N, int C, const float* X,
-                               float* y, HeadCache* cache);
+absl::Status HeadReduceForward(const HeadParams& P, int n, int N, int C, const float* X, float* y,
+                               HeadCache* cache);
 absl::Status HeadReduceBackwardInput(const HeadParams& P, int n, int N, int C, const float* X,
                                      const float* dy, HeadCache* cache, float* dX);
-absl::Status HeadReduceBackwardWeights(const HeadParams& P, int n, int N, int C,
-                                       const float* X, const HeadCache& cache,
-                                       const HeadGrads& grads);
+absl::Status HeadReduceBackwardWeights(const HeadParams& P, int n, int N, int C, const float* X,
+                                       const HeadCache& cache, const HeadGrads& grads);
 
 }  // namespace xhc::kernels
 

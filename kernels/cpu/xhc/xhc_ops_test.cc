@@ -1,6 +1,8 @@
 // Optimized path (float) against the reference (double) on random inputs over the
 // configuration grid, plus the spec's properties and thread-count determinism.
 
+#include "kernels/cpu/xhc/xhc_ops.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -16,9 +18,8 @@
 #include "base/test_seed.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/xhc/skinny_gemm_isa.h"
-#include "kernels/cpu/xhc/xhc_compare_test_util.h"
 #include "kernels/cpu/xhc/state_restore.h"
-#include "kernels/cpu/xhc/xhc_ops.h"
+#include "kernels/cpu/xhc/xhc_compare_test_util.h"
 #include "kernels/cpu/xhc/xhc_reference.h"
 #include "kernels/cpu/xhc/xhc_test_util.h"
 #include "third_party/openblas_cblas.h"
@@ -36,8 +37,8 @@ struct Outputs {
 // Forward + backward of one sublayer with F(u) = a * u + b and d loss / d X_new = G.
 template <typename Impl, typename R>
 Outputs<R> RunSublayer(const XhcConfig& cfg, int B, int T, int C, ParamStore<R>& params,
-               const std::vector<R>& X, const std::vector<R>& a, const std::vector<R>& b,
-               const std::vector<R>& G) {
+                       const std::vector<R>& X, const std::vector<R>& a, const std::vector<R>& b,
+                       const std::vector<R>& G) {
   Outputs<R> o;
   const size_t n = static_cast<size_t>(B) * T;
   std::vector<R> out(n * C), du(n * C);
@@ -51,7 +52,8 @@ Outputs<R> RunSublayer(const XhcConfig& cfg, int B, int T, int C, ParamStore<R>&
   EXPECT_TRUE(Impl::Out(cfg, P, G.data(), &o.cache, o.d_out.data()).ok());
   for (size_t e = 0; e < n * C; ++e) du[e] = a[e % C] * o.d_out[e];
   o.dx = G;
-  EXPECT_TRUE(Impl::In(cfg, P, X.data(), static_cast<const R*>(du.data()), o.dx.data(), &o.cache).ok());
+  EXPECT_TRUE(
+      Impl::In(cfg, P, X.data(), static_cast<const R*>(du.data()), o.dx.data(), &o.cache).ok());
   o.grads = params;
   for (auto& [name, v] : o.grads.tensors) std::fill(v.begin(), v.end(), R(0));
   EXPECT_TRUE(Impl::W(cfg, P, X.data(), o.cache, o.grads.GradView()).ok());
@@ -134,7 +136,6 @@ void CompareCase(const Case& cs, uint64_t seed) {
   RedrawNearTies(seed, [&cs](uint64_t s) { return TryCompareCase(cs, s); });
 }
 
-
 TEST(XhcOpsTest, MatchesReferenceOverGrid) {
   uint64_t seed = xhc::testing::TestSeed();
   SCOPED_TRACE(absl::StrCat("seed ", seed));
@@ -198,15 +199,29 @@ TEST(XhcOpsTest, HeadReduceAndExpandMatchReference) {
   auto dbl = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
   auto Xd = dbl(X), dyd = dbl(dy), wd = dbl(w), bd = dbl(bias), ad = dbl(alpha);
   std::vector<float> y(n * C), dX(n * D), gw(N * D, 0), gb(N, 0), ga(1, 0), de(n * C), Xe(n * D);
-  std::vector<double> yd(n * C), dXd(n * D), gwd(N * D, 0), gbd(N, 0), gad(1, 0), ded(n * C), Xed(n * D);
+  std::vector<double> yd(n * C), dXd(n * D), gwd(N * D, 0), gbd(N, 0), gad(1, 0), ded(n * C),
+      Xed(n * D);
   HeadCache c;
   HeadCacheT<double> cd;
-  ASSERT_TRUE(HeadReduceForward({w.data(), bias.data(), alpha.data()}, n, N, C, X.data(), y.data(), &c).ok());
-  ASSERT_TRUE(ref::HeadReduceForward<double>({wd.data(), bd.data(), ad.data()}, n, N, C, Xd.data(), yd.data(), &cd).ok());
-  ASSERT_TRUE(HeadReduceBackwardInput({w.data(), bias.data(), alpha.data()}, n, N, C, X.data(), dy.data(), &c, dX.data()).ok());
-  ASSERT_TRUE(ref::HeadReduceBackwardInput<double>({wd.data(), bd.data(), ad.data()}, n, N, C, Xd.data(), dyd.data(), &cd, dXd.data()).ok());
-  ASSERT_TRUE(HeadReduceBackwardWeights({w.data(), bias.data(), alpha.data()}, n, N, C, X.data(), c, {gw.data(), gb.data(), ga.data()}).ok());
-  ASSERT_TRUE(ref::HeadReduceBackwardWeights<double>({wd.data(), bd.data(), ad.data()}, n, N, C, Xd.data(), cd, {gwd.data(), gbd.data(), gad.data()}).ok());
+  ASSERT_TRUE(
+      HeadReduceForward({w.data(), bias.data(), alpha.data()}, n, N, C, X.data(), y.data(), &c)
+          .ok());
+  ASSERT_TRUE(ref::HeadReduceForward<double>({wd.data(), bd.data(), ad.data()}, n, N, C, Xd.data(),
+                                             yd.data(), &cd)
+                  .ok());
+  ASSERT_TRUE(HeadReduceBackwardInput({w.data(), bias.data(), alpha.data()}, n, N, C, X.data(),
+                                      dy.data(), &c, dX.data())
+                  .ok());
+  ASSERT_TRUE(ref::HeadReduceBackwardInput<double>({wd.data(), bd.data(), ad.data()}, n, N, C,
+                                                   Xd.data(), dyd.data(), &cd, dXd.data())
+                  .ok());
+  ASSERT_TRUE(HeadReduceBackwardWeights({w.data(), bias.data(), alpha.data()}, n, N, C, X.data(), c,
+                                        {gw.data(), gb.data(), ga.data()})
+                  .ok());
+  ASSERT_TRUE(ref::HeadReduceBackwardWeights<double>({wd.data(), bd.data(), ad.data()}, n, N, C,
+                                                     Xd.data(), cd,
+                                                     {gwd.data(), gbd.data(), gad.data()})
+                  .ok());
   ExpectMatches(y, yd, "y");
   ExpectMatches(dX, dXd, "dX");
   ExpectMatches(gw, gwd, "head weight");
@@ -246,7 +261,8 @@ TEST(XhcOpsPropertiesTest, ExactlyKStreamsChangeAndOthersAreBitIdentical) {
     int changed = 0;
     for (int i = 0; i < 16; ++i) {
       const size_t off = (static_cast<size_t>(tok) * 16 + i) * C;
-      const bool same = std::equal(pb.X.begin() + off, pb.X.begin() + off + C, o.x_new.begin() + off);
+      const bool same =
+          std::equal(pb.X.begin() + off, pb.X.begin() + off + C, o.x_new.begin() + off);
       bool active = false;
       for (int j = 0; j < 4; ++j) active |= o.cache.idx[tok * 4 + j] == i;
       EXPECT_EQ(same, !active) << "token " << tok << " stream " << i;
@@ -342,8 +358,8 @@ TEST(XhcOpsPropertiesTest, ConvWeightSumsAreTheTokenOrderSums) {
     std::vector<int> kernels;
     int B, T, C;
   };
-  for (const Shape& sh : {Shape{{3, 6}, 2, 9, 300}, Shape{{4, 8, 12}, 3, 23, 40},
-                          Shape{{1, 5}, 1, 40, 17}}) {
+  for (const Shape& sh :
+       {Shape{{3, 6}, 2, 9, 300}, Shape{{4, 8, 12}, 3, 23, 40}, Shape{{1, 5}, 1, 40, 17}}) {
     const XhcConfig cfg = MakeCfg(8, 4, 2, true, sh.kernels);
     FloatProblem pb(cfg, sh.B, sh.T, sh.C, seed);
     auto o = RunSublayer<OptImpl>(cfg, sh.B, sh.T, sh.C, pb.params, pb.X, pb.a, pb.b, pb.G);
@@ -385,12 +401,14 @@ TEST(XhcOpsPropertiesTest, BitIdenticalAcrossThreadCountsAndGradsAccumulate) {
   EXPECT_EQ(o1.dx, o2.dx);
   for (auto& [name, v] : o1.grads.tensors) EXPECT_EQ(v, o2.grads.Get(name)) << name;
   // A second W call on the same cache adds the same amount again.
-  ASSERT_TRUE(XhcBackwardWeights(cfg, pb.params.View(), pb.X.data(), o2.cache, o2.grads.GradView()).ok());
+  ASSERT_TRUE(
+      XhcBackwardWeights(cfg, pb.params.View(), pb.X.data(), o2.cache, o2.grads.GradView()).ok());
   // Every gradient is this call's sum formed apart and then added once (xhc_weights.cc), so
   // from zeroed gradients the second call doubles each element exactly: 0 + S = S, S + S = 2S.
   for (auto& [name, v] : o1.grads.tensors) {
     const auto& twice = o2.grads.Get(name);
-    for (size_t e = 0; e < v.size(); ++e) ASSERT_EQ(twice[e], 2.0f * v[e]) << name << "[" << e << "]";
+    for (size_t e = 0; e < v.size(); ++e)
+      ASSERT_EQ(twice[e], 2.0f * v[e]) << name << "[" << e << "]";
   }
 }
 
@@ -402,8 +420,8 @@ TEST(XhcOpsPropertiesTest, BitIdenticalAcrossThreadCountsAndGradsAccumulate) {
 TEST(XhcOpsPropertiesTest, RestoringInputPassIsRestoreThenInputPass) {
   const int B = 3, T = 17, C = 40;
   int case_idx = 0;
-  for (const XhcConfig& cfg : {MakeCfg(16, 4, 2, true, {4, 8, 12}), MakeCfg(4, 4, 4, true),
-                               MakeCfg(4, 4, 4, false, {})}) {
+  for (const XhcConfig& cfg :
+       {MakeCfg(16, 4, 2, true, {4, 8, 12}), MakeCfg(4, 4, 4, true), MakeCfg(4, 4, 4, false, {})}) {
     XhcConfig c = cfg;
     if (case_idx == 1) c.type = ResidualType::kMhc;
     if (case_idx == 2) c.type = ResidualType::kHc;
@@ -416,15 +434,16 @@ TEST(XhcOpsPropertiesTest, RestoringInputPassIsRestoreThenInputPass) {
     XhcCache cache1 = o.cache, cache2 = o.cache;
     std::vector<float> X1 = o.x_new, dX1 = pb.G;
     RestoreInput(cache1, X1.data());
-    ASSERT_EQ(X1, pb.X);  // the restore itself is exact
+    ASSERT_EQ(X1, pb.X);                      // the restore itself is exact
     std::vector<float> X_streamed = o.x_new;  // and so with non-temporal stores (C % 4 == 0)
     RestoreInput(cache1, X_streamed.data(), /*stream_from_bytes=*/0);
     ASSERT_EQ(X_streamed, pb.X);
     ASSERT_TRUE(
         XhcBackwardInput(c, pb.params.View(), X1.data(), du.data(), dX1.data(), &cache1).ok());
     std::vector<float> X2 = o.x_new, dX2 = pb.G;
-    ASSERT_TRUE(XhcBackwardInputRestoring(c, pb.params.View(), X2.data(), du.data(), dX2.data(),
-                                          &cache2).ok());
+    ASSERT_TRUE(
+        XhcBackwardInputRestoring(c, pb.params.View(), X2.data(), du.data(), dX2.data(), &cache2)
+            .ok());
     EXPECT_EQ(X2, pb.X);
     EXPECT_EQ(dX2, dX1);
     EXPECT_EQ(cache2.dz_proj, cache1.dz_proj);
@@ -472,7 +491,9 @@ TEST_P(XhcOpsPathTest, BitIdenticalAcrossThreadCounts) {
 INSTANTIATE_TEST_SUITE_P(Paths, XhcOpsPathTest,
                          ::testing::Values(cpu::SkinnyIsa::kAvx512, cpu::SkinnyIsa::kAvx2,
                                            cpu::SkinnyIsa::kGeneric),
-                         [](const auto& info) { return std::string(cpu::SkinnyIsaName(info.param)); });
+                         [](const auto& info) {
+                           return std::string(cpu::SkinnyIsaName(info.param));
+                         });
 
 TEST(XhcOpsPropertiesTest, InvalidConfigIsInvalidArgument) {
   XhcConfig cfg = MakeCfg(4, 5, 1, false);

@@ -1,9 +1,9 @@
 #include "kernels/cpu/xhc/xhc_reference.h"
 
+#include <vector>
+
 #include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/hc_reference.h"
-
-#include <vector>
 
 namespace xhc::kernels::ref {
 namespace {
@@ -85,8 +85,8 @@ void RefFlashEntryMaps(const XhcDims& d, const XhcParamsT<R>& P, const R* flat, 
 
 // Res and post maps of one token from its gathered active streams xa (k*C).
 template <typename R>
-void RefTokenMixMaps(const XhcConfig& cfg, const XhcDims& d, const XhcParamsT<R>& P,
-                     size_t tok, XhcCacheT<R>* cache) {
+void RefTokenMixMaps(const XhcConfig& cfg, const XhcDims& d, const XhcParamsT<R>& P, size_t tok,
+                     XhcCacheT<R>* cache) {
   const int k = d.k, K = d.K, Da = d.Da(), Q = d.Q();
   const R* xa = cache->xa.data() + tok * Da;
   std::vector<R> xan(Da), z(k * k);
@@ -189,11 +189,11 @@ absl::Status XhcPost(const XhcConfig& cfg, const XhcParamsT<R>& P, const R* out,
 
 template absl::Status XhcPre<float>(const XhcConfig&, const XhcParamsT<float>&, int, int, int,
                                     const float*, float*, XhcCacheT<float>*);
-template absl::Status XhcPre<double>(const XhcConfig&, const XhcParamsT<double>&, int, int,
-                                     int, const double*, double*, XhcCacheT<double>*);
+template absl::Status XhcPre<double>(const XhcConfig&, const XhcParamsT<double>&, int, int, int,
+                                     const double*, double*, XhcCacheT<double>*);
 template absl::Status XhcPost<float>(const XhcConfig&, const XhcParamsT<float>&, const float*,
                                      float*, XhcCacheT<float>*);
-template absl::Status XhcPost<double>(const XhcConfig&, const XhcParamsT<double>&,
-                                      const double*, double*, XhcCacheT<double>*);
+template absl::Status XhcPost<double>(const XhcConfig&, const XhcParamsT<double>&, const double*,
+                                      double*, XhcCacheT<double>*);
 
 }  // namespace xhc::kernels::ref

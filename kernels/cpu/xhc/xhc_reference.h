@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_types.h"
-#include "base/status_macros.h"
 
 namespace xhc::kernels::ref {
 
@@ -68,7 +68,8 @@ void RefGramSchmidt(const XhcDims& d, bool orthogonalise, const R* g, R* v, R* h
     if (!orthogonalise) continue;
     for (int i = 0; i < j; ++i) {
       const R* vi = v + i * C;
-      if (hist) for (int c = 0; c < C; ++c) hist[((j - 1) * d.r + i) * C + c] = vj[c];
+      if (hist)
+        for (int c = 0; c < C; ++c) hist[((j - 1) * d.r + i) * C + c] = vj[c];
       const R coef = Dot(C, vj, vi) / (Dot(C, vi, vi) + R(kGramSchmidtEps));
       for (int c = 0; c < C; ++c) vj[c] -= coef * vi[c];
     }
@@ -111,9 +112,8 @@ template <typename R>
 absl::Status HeadReduceBackwardInput(const HeadParamsT<R>& P, int n, int N, int C, const R* X,
                                      const R* dy, HeadCacheT<R>* cache, R* dX);
 template <typename R>
-absl::Status HeadReduceBackwardWeights(const HeadParamsT<R>& P, int n, int N, int C,
-                                       const R* X, const HeadCacheT<R>& cache,
-                                       const HeadGradsT<R>& grads);
+absl::Status HeadReduceBackwardWeights(const HeadParamsT<R>& P, int n, int N, int C, const R* X,
+                                       const HeadCacheT<R>& cache, const HeadGradsT<R>& grads);
 
 }  // namespace xhc::kernels::ref
 

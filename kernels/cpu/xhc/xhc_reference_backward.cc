@@ -12,8 +12,8 @@ namespace {
 // Backward of RefGramSchmidt: dv (K, C) holds d loss / d aug on entry; on exit dv[0] holds the
 // direct d loss / d out and dg (r, C) the gradient w.r.t. the conv outputs.
 template <typename R>
-void RefGramSchmidtBackward(const XhcDims& d, bool orthogonalise, const R* v, const R* hist,
-                            R* dv, R* dg) {
+void RefGramSchmidtBackward(const XhcDims& d, bool orthogonalise, const R* v, const R* hist, R* dv,
+                            R* dg) {
   const int C = d.C;
   std::vector<R> cur(C);
   for (int j = d.r; j >= 1; --j) {
@@ -38,8 +38,8 @@ void RefGramSchmidtBackward(const XhcDims& d, bool orthogonalise, const R* v, co
 
 // Per-token part of XhcBackwardOut: map gradients and d aug. dA is (k, C).
 template <typename R>
-void RefTokenBackwardOut(const XhcConfig& cfg, const XhcDims& d, const XhcParamsT<R>& P,
-                         size_t tok, const R* dA, XhcCacheT<R>* cache, R* daug) {
+void RefTokenBackwardOut(const XhcConfig& cfg, const XhcDims& d, const XhcParamsT<R>& P, size_t tok,
+                         const R* dA, XhcCacheT<R>* cache, R* daug) {
   const int k = d.k, K = d.K, C = d.C, N = d.N, Q = d.Q();
   const R* aug = cache->aug.data() + tok * K * C;
   const R* xa = cache->xa.data() + tok * k * C;
@@ -155,7 +155,8 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParamsT<R>& P, cons
       for (int c = 0; c < C; ++c) xq[idx[j] * C + c] = cache->xa[(tok * k + j) * C + c];
     }
     const R* hpre = cache->hpre.data() + tok * N;
-    for (int j = 0; j < k; ++j) for (int c = 0; c < C; ++c) dA[j * C + c] = dX[tok * D + idx[j] * C + c];
+    for (int j = 0; j < k; ++j)
+      for (int c = 0; c < C; ++c) dA[j * C + c] = dX[tok * D + idx[j] * C + c];
     // Mixing: Xa'[j] = sum_j' Hres[j][j'] Xa[j'] + ...
     const R* hres = cache->hres.data() + tok * k * k;
     for (int jj = 0; jj < k; ++jj) {
@@ -230,9 +231,11 @@ absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParamsT<R>& P, cons
     std::vector<bool> active(N, false);
     for (int j = 0; j < k; ++j) active[idx[j]] = true;
     for (int i = 0; i < N; ++i) {
-      if (!active[i]) for (int c = 0; c < C; ++c) dflat[i * C + c] += dX[tok * D + i * C + c];
+      if (!active[i])
+        for (int c = 0; c < C; ++c) dflat[i * C + c] += dX[tok * D + i * C + c];
     }
-    for (int j = 0; j < k; ++j) for (int c = 0; c < C; ++c) dflat[idx[j] * C + c] += dxa[j * C + c];
+    for (int j = 0; j < k; ++j)
+      for (int c = 0; c < C; ++c) dflat[idx[j] * C + c] += dxa[j * C + c];
     for (int e = 0; e < D; ++e) dX[tok * D + e] = dflat[e];
   }
   if (d.flash && d.pos == 0) win->entry_backward_done = 1;
@@ -264,7 +267,8 @@ absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParamsT<R>& P, co
     RmsForward(D, x, y.data());
     for (int i = 0; i < N; ++i) {
       const R* wp = P.pre_weight + static_cast<size_t>(i) * D;
-      for (int e = 0; e < D; ++e) G.pre_weight[static_cast<size_t>(i) * D + e] += dzp[i] * P.pre_alpha[0] * y[e];
+      for (int e = 0; e < D; ++e)
+        G.pre_weight[static_cast<size_t>(i) * D + e] += dzp[i] * P.pre_alpha[0] * y[e];
       G.pre_bias[i] += dzp[i];
       G.pre_alpha[0] += dzp[i] * Dot(D, y.data(), wp);
     }
@@ -276,7 +280,8 @@ absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParamsT<R>& P, co
       const R rstd_ln = R(1) / std::sqrt(var / D + R(kNormEps));
       for (int e = 0; e < D; ++e) ln[e] = (x[e] - mean) * rstd_ln;
       for (int i = 0; i < N; ++i) {
-        for (int e = 0; e < D; ++e) G.router_weight[static_cast<size_t>(i) * D + e] += dzr[i] * ln[e];
+        for (int e = 0; e < D; ++e)
+          G.router_weight[static_cast<size_t>(i) * D + e] += dzr[i] * ln[e];
         G.router_bias[i] += dzr[i];
       }
     }
@@ -306,14 +311,13 @@ absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParamsT<R>& P, co
   return absl::OkStatus();
 }
 
-#define XHC_INSTANTIATE_REF_BACKWARD(R)                                                     \
-  template absl::Status XhcBackwardOut<R>(const XhcConfig&, const XhcParamsT<R>&, const R*, \
-                                          XhcCacheT<R>*, R*);                               \
-  template absl::Status XhcBackwardInput<R>(const XhcConfig&, const XhcParamsT<R>&,         \
-                                            const R*, const R*, R*, XhcCacheT<R>*);         \
-  template absl::Status XhcBackwardWeights<R>(const XhcConfig&, const XhcParamsT<R>&,       \
-                                              const R*, const XhcCacheT<R>&,                \
-                                              const XhcGradsT<R>&);
+#define XHC_INSTANTIATE_REF_BACKWARD(R)                                                         \
+  template absl::Status XhcBackwardOut<R>(const XhcConfig&, const XhcParamsT<R>&, const R*,     \
+                                          XhcCacheT<R>*, R*);                                   \
+  template absl::Status XhcBackwardInput<R>(const XhcConfig&, const XhcParamsT<R>&, const R*,   \
+                                            const R*, R*, XhcCacheT<R>*);                       \
+  template absl::Status XhcBackwardWeights<R>(const XhcConfig&, const XhcParamsT<R>&, const R*, \
+                                              const XhcCacheT<R>&, const XhcGradsT<R>&);
 XHC_INSTANTIATE_REF_BACKWARD(float)
 XHC_INSTANTIATE_REF_BACKWARD(double)
 

@@ -1,13 +1,14 @@
 // Gradients of the reference sublayer (in double) against central finite differences, for
 // the state, every parameter, and the head reduce; plus the spec's structural properties.
 
+#include "kernels/cpu/xhc/xhc_reference.h"
+
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cpu/xhc/xhc_reference.h"
 #include "kernels/cpu/xhc/xhc_test_util.h"
 
 namespace xhc::kernels {
@@ -24,7 +25,8 @@ struct Problem {
   ParamStore<double> params;
   std::vector<double> X, a, b, G;
 
-  Problem(XhcConfig c, int B_, int T_, int C_, uint64_t seed) : cfg(std::move(c)), B(B_), T(T_), C(C_) {
+  Problem(XhcConfig c, int B_, int T_, int C_, uint64_t seed)
+      : cfg(std::move(c)), B(B_), T(T_), C(C_) {
     d = ResolveDims(cfg, C).value();
     std::mt19937_64 rng(seed);
     params.Init(d, rng);
@@ -58,10 +60,12 @@ struct Problem {
     ASSERT_TRUE(ref::XhcBackwardOut(cfg, params.View(), G.data(), &cache, d_out.data()).ok());
     for (size_t e = 0; e < n * C; ++e) du[e] = a[e % C] * d_out[e];
     *dX = G;
-    ASSERT_TRUE(ref::XhcBackwardInput(cfg, params.View(), X.data(), du.data(), dX->data(), &cache).ok());
+    ASSERT_TRUE(
+        ref::XhcBackwardInput(cfg, params.View(), X.data(), du.data(), dX->data(), &cache).ok());
     *grads = params;
     for (auto& [name, v] : grads->tensors) std::fill(v.begin(), v.end(), 0.0);
-    ASSERT_TRUE(ref::XhcBackwardWeights(cfg, params.View(), X.data(), cache, grads->GradView()).ok());
+    ASSERT_TRUE(
+        ref::XhcBackwardWeights(cfg, params.View(), X.data(), cache, grads->GradView()).ok());
   }
 };
 
@@ -172,8 +176,7 @@ struct WindowProblem {
   std::vector<XhcParamsT<double>> Views() { return testing::WindowViews(params); }
 
   // Forward over the window from x0; returns the state after it and fills the caches.
-  std::vector<double> Forward(const std::vector<double>& x0,
-                              std::vector<XhcCacheT<double>>* caches,
+  std::vector<double> Forward(const std::vector<double>& x0, std::vector<XhcCacheT<double>>* caches,
                               std::vector<std::vector<double>>* us = nullptr) {
     const auto P = Views();
     caches->assign(w, XhcCacheT<double>());
@@ -205,12 +208,14 @@ struct WindowProblem {
     for (int q = w - 1; q >= 0; --q) {
       ASSERT_TRUE(ref::XhcBackwardOut(cfg[q], P[q], dX->data(), &caches[q], d_out.data()).ok());
       for (size_t e = 0; e < n() * C; ++e) du[e] = a[q][e % C] * d_out[e];
-      ASSERT_TRUE(ref::XhcBackwardInput(cfg[q], P[q], X.data(), du.data(), dX->data(), &caches[q]).ok());
+      ASSERT_TRUE(
+          ref::XhcBackwardInput(cfg[q], P[q], X.data(), du.data(), dX->data(), &caches[q]).ok());
     }
     *grads = params;
     for (int q = 0; q < w; ++q) {
       for (auto& [name, v] : (*grads)[q].tensors) std::fill(v.begin(), v.end(), 0.0);
-      ASSERT_TRUE(ref::XhcBackwardWeights(cfg[q], P[q], X.data(), caches[q], (*grads)[q].GradView()).ok());
+      ASSERT_TRUE(
+          ref::XhcBackwardWeights(cfg[q], P[q], X.data(), caches[q], (*grads)[q].GradView()).ok());
     }
   }
 };
@@ -275,14 +280,16 @@ TEST(XhcReferenceFlashTest, SublayerInputIsTheDenseReadOfTheCurrentState) {
     for (size_t tok = 0; tok < pb.n(); ++tok) {
       for (int c = 0; c < C; ++c) {
         double acc = 0;
-        for (int i = 0; i < N; ++i) acc += win.hpre[(tok * 4 + q) * N + i] * state[tok * D + i * C + c];
+        for (int i = 0; i < N; ++i)
+          acc += win.hpre[(tok * 4 + q) * N + i] * state[tok * D + i * C + c];
         EXPECT_NEAR(us[q][tok * C + c], acc, 1e-12);
       }
       for (int i = 0; i < N; ++i) {
         bool active = false;
         for (int j = 0; j < 3; ++j) active |= win.idx[tok * 3 + j] == i;
         if (active) continue;
-        for (int c = 0; c < C; ++c) ASSERT_EQ(state[tok * D + i * C + c], pb.X[tok * D + i * C + c]);
+        for (int c = 0; c < C; ++c)
+          ASSERT_EQ(state[tok * D + i * C + c], pb.X[tok * D + i * C + c]);
       }
     }
     XhcCacheT<double> cache;
@@ -305,7 +312,8 @@ TEST(HeadReduceReferenceGradTest, FiniteDifferences) {
     HeadCacheT<double> cache;
     std::vector<double> y(n * C);
     EXPECT_TRUE(ref::HeadReduceForward<double>({w.data(), bias.data(), alpha.data()}, n, N, C,
-                                               x.data(), y.data(), &cache).ok());
+                                               x.data(), y.data(), &cache)
+                    .ok());
     double l = 0;
     for (int e = 0; e < n * C; ++e) l += G[e] * y[e];
     return l;
@@ -316,7 +324,8 @@ TEST(HeadReduceReferenceGradTest, FiniteDifferences) {
   ASSERT_TRUE(ref::HeadReduceForward(P, n, N, C, X.data(), y.data(), &cache).ok());
   ASSERT_TRUE(ref::HeadReduceBackwardInput(P, n, N, C, X.data(), G.data(), &cache, dX.data()).ok());
   ASSERT_TRUE(ref::HeadReduceBackwardWeights(P, n, N, C, X.data(), cache,
-                                             HeadGradsT<double>{gw.data(), gb.data(), ga.data()}).ok());
+                                             HeadGradsT<double>{gw.data(), gb.data(), ga.data()})
+                  .ok());
   const double h = 1e-5;
   auto fd = [&](double* v, int e) {
     const double keep = v[e];

@@ -13,10 +13,11 @@
 namespace xhc::kernels {
 
 struct StackedWeights {
-  std::vector<float> w;       // (rows, in)
-  std::vector<float> rowsum;  // (rows) sum over `in` of the router rows (LayerNorm correction), else 0
+  std::vector<float> w;  // (rows, in)
+  std::vector<float>
+      rowsum;  // (rows) sum over `in` of the router rows (LayerNorm correction), else 0
   int rows = 0;
-  int offset = 0;             // column of the first stacked row in the (n, 2N) proj matrix
+  int offset = 0;  // column of the first stacked row in the (n, 2N) proj matrix
 };
 
 // rowsum of the first `rows` (the router's; only they are read: the LayerNorm correction),

@@ -19,13 +19,15 @@ struct ParamStore {
   std::vector<std::pair<std::string, std::vector<R>>> tensors;
 
   std::vector<R>& Get(const std::string& name) {
-    for (auto& [n, v] : tensors) if (n == name) return v;
+    for (auto& [n, v] : tensors)
+      if (n == name) return v;
     tensors.emplace_back(name, std::vector<R>());
     return tensors.back().second;
   }
   // The tensor named `name`, or null.
   const std::vector<R>* Find(const std::string& name) const {
-    for (const auto& [n, v] : tensors) if (n == name) return &v;
+    for (const auto& [n, v] : tensors)
+      if (n == name) return &v;
     return nullptr;
   }
   const R* Ptr(const std::string& name) const {
@@ -33,7 +35,8 @@ struct ParamStore {
     return v ? v->data() : nullptr;
   }
   R* MutPtr(const std::string& name) {
-    for (auto& [n, v] : tensors) if (n == name) return v.data();
+    for (auto& [n, v] : tensors)
+      if (n == name) return v.data();
     return nullptr;
   }
 
@@ -43,7 +46,8 @@ struct ParamStore {
     auto fill = [&](const std::string& name, size_t size, double scale, double offset = 0) {
       auto& v = Get(name);
       v.assign(size, R(0));
-      if (!zero) for (auto& e : v) e = R(offset + scale * nd(rng));
+      if (!zero)
+        for (auto& e : v) e = R(offset + scale * nd(rng));
     };
     const size_t D = d.D(), Da = d.Da();
     if (d.hc) {  // spec 4.4 shapes: [1, C] pre / post rows, [N, C] res rows
@@ -124,7 +128,8 @@ struct ParamStore {
   template <typename S>
   ParamStore<S> Cast() const {
     ParamStore<S> out;
-    for (const auto& [n, v] : tensors) out.tensors.emplace_back(n, std::vector<S>(v.begin(), v.end()));
+    for (const auto& [n, v] : tensors)
+      out.tensors.emplace_back(n, std::vector<S>(v.begin(), v.end()));
     return out;
   }
 };

@@ -13,7 +13,8 @@ absl::StatusOr<XhcDims> ResolveDims(const XhcConfig& cfg, int C) {
   if (d.N < 1 || d.N > 256) {
     return absl::InvalidArgumentError("residual.n_streams must be in [1, 256]");
   }
-  if (cfg.sinkhorn_iters < 0) return absl::InvalidArgumentError("residual.sinkhorn_iters must be >= 0");
+  if (cfg.sinkhorn_iters < 0)
+    return absl::InvalidArgumentError("residual.sinkhorn_iters must be >= 0");
   if (cfg.type == ResidualType::kHc) {  // spec 4.4: N streams, all written, one component
     d.k = d.N;
     d.m = d.N;
@@ -48,8 +49,8 @@ absl::StatusOr<XhcDims> ResolveDims(const XhcConfig& cfg, int C) {
           absl::StrCat("residual.window must be 2 or 4, got ", cfg.window));
     }
     if (cfg.window_pos < 0 || cfg.window_pos >= cfg.window) {
-      return absl::InvalidArgumentError(absl::StrCat("window position ", cfg.window_pos,
-                                                     " outside a window of ", cfg.window));
+      return absl::InvalidArgumentError(
+          absl::StrCat("window position ", cfg.window_pos, " outside a window of ", cfg.window));
     }
     // Sublayers alternate attention / MLP and windows start at an attention sublayer.
     if (cfg.is_mlp != (cfg.window_pos % 2 == 1)) {

@@ -24,13 +24,13 @@ enum class ResidualType { kXhc, kMhc, kHc, kXhcFlash };
 
 struct XhcConfig {
   ResidualType type = ResidualType::kXhc;
-  int n_streams = 16;                     // N
-  int n_active = 4;                       // k (ignored by mhc and hc: k = N)
-  int n_fixed = 2;                        // m (ignored by mhc and hc: m = N)
+  int n_streams = 16;                          // N
+  int n_active = 4;                            // k (ignored by mhc and hc: k = N)
+  int n_fixed = 2;                             // m (ignored by mhc and hc: m = N)
   std::vector<int> conv_kernels = {4, 8, 12};  // MLP side of xhc, xhc_flash and mhc
   bool gram_schmidt = true;
   int sinkhorn_iters = 20;
-  bool is_mlp = false;                    // attention side (false) or MLP side (true)
+  bool is_mlp = false;  // attention side (false) or MLP side (true)
   // xhc_flash (spec 4.5): sublayers per window (2 or 4) and this sublayer's position in it.
   int window = 1;
   int window_pos = 0;
@@ -42,8 +42,8 @@ constexpr int kMaxActive = 16, kMaxConvKernels = 32;
 // Sizes derived from a validated config and the model width C.
 struct XhcDims {
   int N = 0, k = 0, m = 0;
-  int K = 1;              // write components: 1 + r
-  int r = 0;              // number of temporal convolutions actually applied
+  int K = 1;  // write components: 1 + r
+  int r = 0;  // number of temporal convolutions actually applied
   int C = 0;
   bool has_router = false;   // router.* read here (xhc; the first sublayer of a flash window)
   bool has_mix = true;       // res.* and Sinkhorn mixing (all but a flash window's inner ones)
@@ -51,11 +51,11 @@ struct XhcDims {
   bool flash = false;        // xhc_flash: routing and read maps come from the window entry
   int window = 1, pos = 0;   // flash window size and this sublayer's position
   std::vector<int> kernels;  // the r widths
-  int D() const { return N * C; }        // flattened state per token
-  int Da() const { return k * C; }       // flattened active streams per token
+  int D() const { return N * C; }                   // flattened state per token
+  int Da() const { return k * C; }                  // flattened active streams per token
   int Rres() const { return has_mix ? k * k : 0; }  // res rows of the stacked maps
-  int Q() const { return Rres() + k * K; }  // res rows then post rows
-  int Widest() const {  // the widest convolution (0 without any)
+  int Q() const { return Rres() + k * K; }          // res rows then post rows
+  int Widest() const {                              // the widest convolution (0 without any)
     int w = 0;
     for (int width : kernels) w = width > w ? width : w;
     return w;
@@ -142,31 +142,31 @@ struct XhcCacheT {
   int B = 0, T_len = 0;
   XhcDims dims;
   // Written by XhcPre.
-  std::vector<int> idx;      // (n, k) active stream of each slot
-  std::vector<T> p;          // (n, k) slot weights (1 for fixed slots, s_idx otherwise)
-  std::vector<T> s;          // (n, N) router probabilities (xhc)
-  std::vector<T> hpre;       // (n, N) read map
-  std::vector<T> proj;       // (n, 2N) raw projections x.Wr^T (router), x.Wp^T (pre)
-  std::vector<T> mean;       // (n) LayerNorm mean of flat
-  std::vector<T> rstd_ln;    // (n) 1/sqrt(var + 1e-6)
-  std::vector<T> rstd;       // (n) 1/sqrt(mean(x^2) + 1e-6)
-  std::vector<T> xa;         // (n, k, C) old active streams Xa
-  std::vector<T> rstd_a;     // (n) rms factor of vec(Xa)
-  std::vector<T> map_raw;    // (n, Q) raw projections Xa.Wres^T then Xa.Wpost^T
-  std::vector<T> hres;       // (n, k, k)
-  std::vector<T> hpost;      // (n, k, K)
+  std::vector<int> idx;    // (n, k) active stream of each slot
+  std::vector<T> p;        // (n, k) slot weights (1 for fixed slots, s_idx otherwise)
+  std::vector<T> s;        // (n, N) router probabilities (xhc)
+  std::vector<T> hpre;     // (n, N) read map
+  std::vector<T> proj;     // (n, 2N) raw projections x.Wr^T (router), x.Wp^T (pre)
+  std::vector<T> mean;     // (n) LayerNorm mean of flat
+  std::vector<T> rstd_ln;  // (n) 1/sqrt(var + 1e-6)
+  std::vector<T> rstd;     // (n) 1/sqrt(mean(x^2) + 1e-6)
+  std::vector<T> xa;       // (n, k, C) old active streams Xa
+  std::vector<T> rstd_a;   // (n) rms factor of vec(Xa)
+  std::vector<T> map_raw;  // (n, Q) raw projections Xa.Wres^T then Xa.Wpost^T
+  std::vector<T> hres;     // (n, k, k)
+  std::vector<T> hpost;    // (n, k, K)
   // Written by XhcPost.
-  std::vector<T> aug;        // (n, K, C) write components; aug[0] = out
+  std::vector<T> aug;  // (n, K, C) write components; aug[0] = out
   // Written by the input-gradient backward, read by the weight-gradient backward.
-  std::vector<T> dz_proj;    // (n, 2N) d loss / d router pre-activation, d / d pre pre-act.
-  std::vector<T> dz_map;     // (n, Q) d loss / d res logits, d / d post pre-activation
-  std::vector<T> dg;         // (n, r, C) d loss / d conv output g_j (before Gram-Schmidt)
-  std::vector<T> scratch;    // implementation-private
+  std::vector<T> dz_proj;  // (n, 2N) d loss / d router pre-activation, d / d pre pre-act.
+  std::vector<T> dz_map;   // (n, Q) d loss / d res logits, d / d post pre-activation
+  std::vector<T> dg;       // (n, r, C) d loss / d conv output g_j (before Gram-Schmidt)
+  std::vector<T> scratch;  // implementation-private
   // hc (spec 4.4) only; xa then holds the whole old state (k = N) and aug[0] = out.
-  std::vector<T> hc_rstd;    // (n, N) rms factor of each stream
-  std::vector<T> hc_dots;    // (n, N, N+2) <w, rms(X_i)> for w = pre, post, res rows 0..N-1
-  std::vector<T> hc_dmap;    // (n, N, N+2) d loss / d the maps those dots feed: Hpre_i,
-                             // Hpost_i, Hres[a][i] (same layout), set by the backward
+  std::vector<T> hc_rstd;  // (n, N) rms factor of each stream
+  std::vector<T> hc_dots;  // (n, N, N+2) <w, rms(X_i)> for w = pre, post, res rows 0..N-1
+  std::vector<T> hc_dmap;  // (n, N, N+2) d loss / d the maps those dots feed: Hpre_i,
+                           // Hpost_i, Hres[a][i] (same layout), set by the backward
   // xhc_flash: the window this sublayer belongs to, shared with the window's other sublayers
   // (the entry's XhcPre creates it; the caller hands the same pointer to the later sublayers'
   // caches before their XhcPre). idx, p, s, hpre and the statistics above are this

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "kernels/cpu/xhc/cpu_util.h"
 #include "kernels/cpu/xhc/flash_window.h"
 #include "kernels/cpu/xhc/gemm_util.h"
@@ -17,7 +18,6 @@
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_ops.h"
 #include "kernels/cpu/xhc/xhc_stack.h"
-#include "base/status_macros.h"
 
 namespace xhc::kernels {
 namespace {
@@ -83,7 +83,7 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
       float* a = A.data() + static_cast<size_t>(tok) * R;
       for (int i = 0; i < N; ++i) {
         if (d.has_router) a[i] = dz[i] * cache.rstd_ln[tok];  // d / d W of ln(x).W
-        a[off + i] = dzp[i] * alpha * cache.rstd[tok];         // d / d W of alpha rms(x).W
+        a[off + i] = dzp[i] * alpha * cache.rstd[tok];        // d / d W of alpha rms(x).W
       }
     }
     // tmp (R, D) = A^T (R, n) . X_in (n, D); of the router's rows (first) only the routed
@@ -117,7 +117,7 @@ void ProjectionWeightGrads(const XhcDims& d, const XhcParams& P, const float* X_
     G.pre_bias[i] += pbias;
     pre_alpha += galpha;
   }
-  G.pre_alpha[0] += pre_alpha;  // once per call, like every other element
+  G.pre_alpha[0] += pre_alpha;                      // once per call, like every other element
   if (d.flash && ++win->wgrad_taken == d.window) {  // the window's last weight pass
     std::vector<float>().swap(win->wgrad);
     win->wgrad_taken = 0;

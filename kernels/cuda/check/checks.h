@@ -27,8 +27,8 @@ struct Result {
 
 struct XhcCase {
   int B = 2, T = 9, N = 16, k = 4, m = 2, C = 40;
-  bool mlp = false;       // MLP side: conv kernels {4, 8, 12} (K = 4)
-  bool mhc = false;       // dense baseline (k = N, no router)
+  bool mlp = false;  // MLP side: conv kernels {4, 8, 12} (K = 4)
+  bool mhc = false;  // dense baseline (k = N, no router)
   bool gram_schmidt = true;
   int sinkhorn_iters = 20;
   std::string Name() const;

@@ -45,7 +45,9 @@ class Dev {
     if (ptr_) Free(ptr_);
   }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:

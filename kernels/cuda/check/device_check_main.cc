@@ -5,9 +5,9 @@
 //      MLP sublayer fwd+bwd with xHC vs with a plain residual at C=2048, 16K tokens, N=16, k=4.
 // Exit status: 0 when every check passed or there is no device (says so), 1 otherwise.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,12 +24,12 @@ namespace {
 
 int g_err = 0;
 int g_reps = 5;  // --reps N: timed runs per xHC launch (1 under a profiler)
-#define TRY(expr)                                                                 \
-  do {                                                                            \
-    if (g_err == 0) {                                                             \
-      g_err = (expr);                                                             \
+#define TRY(expr)                                                                             \
+  do {                                                                                        \
+    if (g_err == 0) {                                                                         \
+      g_err = (expr);                                                                         \
       if (g_err) std::printf("CUDA error %d (%s) at %s\n", g_err, ErrorString(g_err), #expr); \
-    }                                                                             \
+    }                                                                                         \
   } while (0)
 
 void* Alloc(size_t bytes) {
@@ -81,8 +81,8 @@ int RunCorrectness() {
   add(2, 9, 4, 4, 4, 72, false, true, true);
   add(1, 17, 32, 8, 2, 264, false, false, true);
   add(2, 64, 16, 4, 2, 512, true, false, true);
-  add(2, 150, 16, 4, 2, 40, true, false, true);  // 3 conv chunks per sequence, token tails
-  add(1, 10, 32, 4, 2, 24, false, false, true);  // N > 16 with k <= 4: the wide dense tiles
+  add(2, 150, 16, 4, 2, 40, true, false, true);   // 3 conv chunks per sequence, token tails
+  add(1, 10, 32, 4, 2, 24, false, false, true);   // N > 16 with k <= 4: the wide dense tiles
   add(1, 12, 16, 4, 2, 2048, true, false, true);  // 8 channels per thread in registers
   add(1, 10, 16, 4, 2, 1032, true, false, true);  // the same, with a channel tail
   add(1, 6, 16, 4, 2, 2056, true, false, true);   // past the registers: shared memory
@@ -122,11 +122,14 @@ void Bench() {
   auto* gy = static_cast<bf16_t*>(Alloc(size_t(G) * G * 2));
   Rand(gx, long(G) * G, true, -1, 1);
   Rand(gw, long(G) * G, true, -1, 1);
-  const double gemm_ms = TimeMs([&] { TRY(GemmForward(blas, gx, gw, gy, false, G, G, G, nullptr)); }, 10);
+  const double gemm_ms =
+      TimeMs([&] { TRY(GemmForward(blas, gx, gw, gy, false, G, G, G, nullptr)); }, 10);
   const double tflops = 2.0 * G * G * double(G) / (gemm_ms * 1e9);
   Free(gx), Free(gw), Free(gy);
-  std::printf("\nceilings: device-to-device copy %.0f GB/s (read+write), cuBLAS bf16 GEMM %d^3 %.0f TFLOP/s\n",
-              copy_gbs, G, tflops);
+  std::printf(
+      "\nceilings: device-to-device copy %.0f GB/s (read+write), cuBLAS bf16 GEMM %d^3 %.0f "
+      "TFLOP/s\n",
+      copy_gbs, G, tflops);
 
   // xHC at the shape: C=2048, 16K tokens (B=8 x T=2048), N=16, k=4, MLP side K=4.
   XhcShape s;
@@ -199,16 +202,22 @@ void Bench() {
   rows.push_back({"post K=4 (conv+GS, post-map+scatter)",
                   TimeMs([&] { TRY(XhcPostLaunch(s, P, out, X, &cache, nullptr)); }, reps),
                   n * 2 * (2 * C + 2 * r * C + 2 * k * C)});
-  rows.push_back({"backward out K=4 (I.1)",
-                  TimeMs([&] { TRY(XhcBackwardOutLaunch(s, P, Xin, out, dXnew, &cache, dout, nullptr)); }, reps),
-                  n * (2 * (2 * k * C + C + r * C + C) + 4 * 2 * (C + r * C))});
-  rows.push_back({"backward input (I.2)",
-                  TimeMs([&] { TRY(XhcBackwardInputLaunch(s, P, Xin, u, dX, &cache, blas, nullptr)); }, reps),
-                  n * 2 * (3 * N * C + 2 * C)});
-  rows.push_back({"backward weights (W)",
-                  TimeMs([&] { TRY(XhcBackwardWeightsLaunch(s, P, Xin, out, &cache, Gd, blas, nullptr)); }, reps),
-                  n * 2 * (N * C + 2 * k * C + r * C) + n * 4 * r * C});
-  std::printf("\n%-46s %9s %10s %9s %8s\n", "xHC launch (C=2048, n=16384, N=16, k=4)", "ms", "GB moved", "GB/s", "vs copy");
+  rows.push_back(
+      {"backward out K=4 (I.1)",
+       TimeMs([&] { TRY(XhcBackwardOutLaunch(s, P, Xin, out, dXnew, &cache, dout, nullptr)); },
+              reps),
+       n * (2 * (2 * k * C + C + r * C + C) + 4 * 2 * (C + r * C))});
+  rows.push_back(
+      {"backward input (I.2)",
+       TimeMs([&] { TRY(XhcBackwardInputLaunch(s, P, Xin, u, dX, &cache, blas, nullptr)); }, reps),
+       n * 2 * (3 * N * C + 2 * C)});
+  rows.push_back(
+      {"backward weights (W)",
+       TimeMs([&] { TRY(XhcBackwardWeightsLaunch(s, P, Xin, out, &cache, Gd, blas, nullptr)); },
+              reps),
+       n * 2 * (N * C + 2 * k * C + r * C) + n * 4 * r * C});
+  std::printf("\n%-46s %9s %10s %9s %8s\n", "xHC launch (C=2048, n=16384, N=16, k=4)", "ms",
+              "GB moved", "GB/s", "vs copy");
   double xhc_ms = 0;
   for (const Row& row : rows) {
     const double gbs = row.bytes / (row.ms * 1e6);
@@ -255,16 +264,19 @@ void Bench() {
   };
   // Plain residual: X (n,C) += F(X); backward passes dX through and adds dF. The two adds
   // are modelled by copies of the same size (one (n,C) read+write each way).
-  const double plain_ms = TimeMs([&] {
-    mlp(u, out, dout, da);
-    TRY(MemcpyD2D(X, out, size_t(M) * Cc * 2, nullptr));
-    TRY(MemcpyD2D(dX, da, size_t(M) * Cc * 2, nullptr));
-  }, std::min(3, g_reps));
+  const double plain_ms = TimeMs(
+      [&] {
+        mlp(u, out, dout, da);
+        TRY(MemcpyD2D(X, out, size_t(M) * Cc * 2, nullptr));
+        TRY(MemcpyD2D(dX, da, size_t(M) * Cc * 2, nullptr));
+      },
+      std::min(3, g_reps));
   const double f_ms = TimeMs([&] { mlp(u, out, dout, da); }, std::min(3, g_reps));
   const double xhc_total = f_ms + xhc_ms;
-  std::printf("\nMLP sublayer fwd+bwd (C=2048, d_ff=8192, 16K tokens): plain residual %.3f ms, "
-              "xHC (N=16, k=4, K=4) %.3f ms = F %.3f + xHC %.3f: ratio %.3fx (target <= 1.15x)\n",
-              plain_ms, xhc_total, f_ms, xhc_ms, xhc_total / plain_ms);
+  std::printf(
+      "\nMLP sublayer fwd+bwd (C=2048, d_ff=8192, 16K tokens): plain residual %.3f ms, "
+      "xHC (N=16, k=4, K=4) %.3f ms = F %.3f + xHC %.3f: ratio %.3fx (target <= 1.15x)\n",
+      plain_ms, xhc_total, f_ms, xhc_ms, xhc_total / plain_ms);
   std::printf("training step tokens/s and MFU: not measured (no GPU model runtime yet)\n");
   for (void* p : owned) Free(p);
   CublasDestroy(blas);

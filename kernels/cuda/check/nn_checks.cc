@@ -36,7 +36,8 @@ std::unique_ptr<Dev> PoisonedBytes(size_t bytes, int* err) {
 }
 
 void Gemm(int M, int K, int N, void* blas, std::mt19937_64& rng, std::vector<Result>* out) {
-  const std::string tag = "gemm_M" + std::to_string(M) + "K" + std::to_string(K) + "N" + std::to_string(N) + ".";
+  const std::string tag =
+      "gemm_M" + std::to_string(M) + "K" + std::to_string(K) + "N" + std::to_string(N) + ".";
   int err = 0;
   auto x = RoundBf16(Randn(size_t(M) * K, 1, rng)), w = RoundBf16(Randn(size_t(N) * K, 0.1f, rng));
   auto dy = RoundBf16(Randn(size_t(M) * N, 1, rng));
@@ -48,10 +49,18 @@ void Gemm(int M, int K, int N, void* blas, std::mt19937_64& rng, std::vector<Res
   auto yd = PoisonedBytes(y.size() * 4, &err), yb = PoisonedBytes(y.size() * 2, &err);
   auto dxd = PoisonedBytes(dx.size() * 2, &err);
   auto dwd = F(std::vector<float>(dw.size(), 0.f), &err);
-  if (!err) err = GemmForward(blas, xd->as<bf16_t>(), wd->as<bf16_t>(), yd->as<void>(), true, M, K, N, nullptr);
-  if (!err) err = GemmForward(blas, xd->as<bf16_t>(), wd->as<bf16_t>(), yb->as<void>(), false, M, K, N, nullptr);
-  if (!err) err = GemmBackwardInput(blas, dyd->as<bf16_t>(), wd->as<bf16_t>(), dxd->as<bf16_t>(), M, K, N, nullptr);
-  if (!err) err = GemmBackwardWeight(blas, dyd->as<bf16_t>(), xd->as<bf16_t>(), dwd->as<float>(), M, K, N, nullptr);
+  if (!err)
+    err = GemmForward(blas, xd->as<bf16_t>(), wd->as<bf16_t>(), yd->as<void>(), true, M, K, N,
+                      nullptr);
+  if (!err)
+    err = GemmForward(blas, xd->as<bf16_t>(), wd->as<bf16_t>(), yb->as<void>(), false, M, K, N,
+                      nullptr);
+  if (!err)
+    err = GemmBackwardInput(blas, dyd->as<bf16_t>(), wd->as<bf16_t>(), dxd->as<bf16_t>(), M, K, N,
+                            nullptr);
+  if (!err)
+    err = GemmBackwardWeight(blas, dyd->as<bf16_t>(), xd->as<bf16_t>(), dwd->as<float>(), M, K, N,
+                             nullptr);
   if (!err) err = Synchronize();
   if (err) return out->push_back(Failed(tag + "launch", err));
   out->push_back(Compare(tag + "fwd_f32", DownloadF(*yd, y.size(), &err), y, 1e-3));
@@ -69,10 +78,16 @@ void RmsNorm(int R, int C, std::mt19937_64& rng, std::vector<Result>* out) {
   nn::ref::rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), R, C, 1e-6f);
   nn::ref::rmsnorm_backward_input(dx.data(), dy.data(), x.data(), w.data(), rstd.data(), R, C);
   nn::ref::rmsnorm_backward_weight(dw.data(), dy.data(), x.data(), rstd.data(), R, C);
-  auto xd = Bf(x, &err), wd = F(w, &err), dyd = Bf(dy, &err), dwd = F(std::vector<float>(C, 0.f), &err);
-  auto yd = PoisonedBytes(x.size() * 2, &err), rd = PoisonedBytes(R * 4, &err), dxd = PoisonedBytes(x.size() * 2, &err);
-  if (!err) err = RmsNormForward(xd->as<bf16_t>(), wd->as<float>(), yd->as<bf16_t>(), rd->as<float>(), R, C, 1e-6f, nullptr);
-  if (!err) err = RmsNormBackward(dyd->as<bf16_t>(), xd->as<bf16_t>(), wd->as<float>(), rd->as<float>(), dxd->as<bf16_t>(), dwd->as<float>(), R, C, nullptr);
+  auto xd = Bf(x, &err), wd = F(w, &err), dyd = Bf(dy, &err),
+       dwd = F(std::vector<float>(C, 0.f), &err);
+  auto yd = PoisonedBytes(x.size() * 2, &err), rd = PoisonedBytes(R * 4, &err),
+       dxd = PoisonedBytes(x.size() * 2, &err);
+  if (!err)
+    err = RmsNormForward(xd->as<bf16_t>(), wd->as<float>(), yd->as<bf16_t>(), rd->as<float>(), R, C,
+                         1e-6f, nullptr);
+  if (!err)
+    err = RmsNormBackward(dyd->as<bf16_t>(), xd->as<bf16_t>(), wd->as<float>(), rd->as<float>(),
+                          dxd->as<bf16_t>(), dwd->as<float>(), R, C, nullptr);
   if (!err) err = Synchronize();
   if (err) return out->push_back(Failed(tag + "launch", err));
   out->push_back(Compare(tag + "fwd", DownloadBf16(*yd, y.size(), &err), y, 1e-2));
@@ -82,10 +97,12 @@ void RmsNorm(int R, int C, std::mt19937_64& rng, std::vector<Result>* out) {
 }
 
 void RopeSwiglu(int B, int T, int H, int dh, std::mt19937_64& rng, std::vector<Result>* out) {
-  const std::string tag = "rope_swiglu_B" + std::to_string(B) + "T" + std::to_string(T) + "H" + std::to_string(H) + "d" + std::to_string(dh) + ".";
+  const std::string tag = "rope_swiglu_B" + std::to_string(B) + "T" + std::to_string(T) + "H" +
+                          std::to_string(H) + "d" + std::to_string(dh) + ".";
   int err = 0;
   const size_t n = size_t(B) * T * H * dh;
-  auto x = RoundBf16(Randn(n, 1, rng)), a = RoundBf16(Randn(n, 2, rng)), b = RoundBf16(Randn(n, 1, rng));
+  auto x = RoundBf16(Randn(n, 1, rng)), a = RoundBf16(Randn(n, 2, rng)),
+       b = RoundBf16(Randn(n, 1, rng));
   std::vector<float> r(n), rb(n), h(n), da(n), db(n);
   nn::ref::rope_forward(r.data(), x.data(), B, T, H, dh, 10000.0);
   nn::ref::rope_backward(rb.data(), x.data(), B, T, H, dh, 10000.0);
@@ -93,11 +110,15 @@ void RopeSwiglu(int B, int T, int H, int dh, std::mt19937_64& rng, std::vector<R
   nn::ref::swiglu_backward(da.data(), db.data(), x.data(), a.data(), b.data(), long(n));
   auto xd = Bf(x, &err), xd2 = Bf(x, &err), ad = Bf(a, &err), bd = Bf(b, &err);
   auto dhd = Bf(x, &err);  // swiglu's incoming gradient: x reused
-  auto hd = PoisonedBytes(n * 2, &err), dad = PoisonedBytes(n * 2, &err), dbd = PoisonedBytes(n * 2, &err);
+  auto hd = PoisonedBytes(n * 2, &err), dad = PoisonedBytes(n * 2, &err),
+       dbd = PoisonedBytes(n * 2, &err);
   if (!err) err = Rope(xd->as<bf16_t>(), B, T, H, dh, 10000.f, +1, nullptr);
   if (!err) err = Rope(xd2->as<bf16_t>(), B, T, H, dh, 10000.f, -1, nullptr);
-  if (!err) err = SwigluForward(ad->as<bf16_t>(), bd->as<bf16_t>(), hd->as<bf16_t>(), long(n), nullptr);
-  if (!err) err = SwigluBackward(dhd->as<bf16_t>(), ad->as<bf16_t>(), bd->as<bf16_t>(), dad->as<bf16_t>(), dbd->as<bf16_t>(), long(n), nullptr);
+  if (!err)
+    err = SwigluForward(ad->as<bf16_t>(), bd->as<bf16_t>(), hd->as<bf16_t>(), long(n), nullptr);
+  if (!err)
+    err = SwigluBackward(dhd->as<bf16_t>(), ad->as<bf16_t>(), bd->as<bf16_t>(), dad->as<bf16_t>(),
+                         dbd->as<bf16_t>(), long(n), nullptr);
   if (!err) err = Synchronize();
   if (err) return out->push_back(Failed(tag + "launch", err));
   out->push_back(Compare(tag + "rope_fwd", DownloadBf16(*xd, n, &err), r, 1e-2));
@@ -107,23 +128,34 @@ void RopeSwiglu(int B, int T, int H, int dh, std::mt19937_64& rng, std::vector<R
   out->push_back(Compare(tag + "swiglu_bwd_b", DownloadBf16(*dbd, n, &err), db, 1e-2));
 }
 
-void Attention(int B, int T, int H, int Hkv, int dh, std::mt19937_64& rng, std::vector<Result>* out) {
-  const std::string tag = "attention_B" + std::to_string(B) + "T" + std::to_string(T) + "H" + std::to_string(H) + "kv" + std::to_string(Hkv) + "d" + std::to_string(dh) + ".";
+void Attention(int B, int T, int H, int Hkv, int dh, std::mt19937_64& rng,
+               std::vector<Result>* out) {
+  const std::string tag = "attention_B" + std::to_string(B) + "T" + std::to_string(T) + "H" +
+                          std::to_string(H) + "kv" + std::to_string(Hkv) + "d" +
+                          std::to_string(dh) + ".";
   int err = 0;
   const size_t nq = size_t(B) * T * H * dh, nk = size_t(B) * T * Hkv * dh;
-  auto q = RoundBf16(Randn(nq, 1, rng)), k = RoundBf16(Randn(nk, 1, rng)), v = RoundBf16(Randn(nk, 1, rng));
+  auto q = RoundBf16(Randn(nq, 1, rng)), k = RoundBf16(Randn(nk, 1, rng)),
+       v = RoundBf16(Randn(nk, 1, rng));
   auto dout = RoundBf16(Randn(nq, 1, rng));
   std::vector<float> o(nq), lse(size_t(B) * H * T), dq(nq), dk(nk), dv(nk);
   nn::ref::attention_forward(o.data(), lse.data(), q.data(), k.data(), v.data(), B, T, H, Hkv, dh);
   // The GPU backward reads its own bf16 out; give the reference the same rounding.
   const auto ob = RoundBf16(o);
-  nn::ref::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), ob.data(), lse.data(), B, T, H, Hkv, dh);
+  nn::ref::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                              v.data(), ob.data(), lse.data(), B, T, H, Hkv, dh);
   auto qd = Bf(q, &err), kd = Bf(k, &err), vd = Bf(v, &err), dod = Bf(dout, &err);
   auto od = PoisonedBytes(nq * 2, &err), ld = PoisonedBytes(lse.size() * 4, &err);
-  auto dqd = PoisonedBytes(nq * 2, &err), dkd = PoisonedBytes(nk * 2, &err), dvd = PoisonedBytes(nk * 2, &err);
+  auto dqd = PoisonedBytes(nq * 2, &err), dkd = PoisonedBytes(nk * 2, &err),
+       dvd = PoisonedBytes(nk * 2, &err);
   auto scratch = PoisonedBytes(size_t(B) * T * H * 4, &err);
-  if (!err) err = AttentionForward(qd->as<bf16_t>(), kd->as<bf16_t>(), vd->as<bf16_t>(), od->as<bf16_t>(), ld->as<float>(), B, T, H, Hkv, dh, nullptr);
-  if (!err) err = AttentionBackward(dod->as<bf16_t>(), qd->as<bf16_t>(), kd->as<bf16_t>(), vd->as<bf16_t>(), od->as<bf16_t>(), ld->as<float>(), dqd->as<bf16_t>(), dkd->as<bf16_t>(), dvd->as<bf16_t>(), scratch->as<float>(), B, T, H, Hkv, dh, nullptr);
+  if (!err)
+    err = AttentionForward(qd->as<bf16_t>(), kd->as<bf16_t>(), vd->as<bf16_t>(), od->as<bf16_t>(),
+                           ld->as<float>(), B, T, H, Hkv, dh, nullptr);
+  if (!err)
+    err = AttentionBackward(dod->as<bf16_t>(), qd->as<bf16_t>(), kd->as<bf16_t>(), vd->as<bf16_t>(),
+                            od->as<bf16_t>(), ld->as<float>(), dqd->as<bf16_t>(), dkd->as<bf16_t>(),
+                            dvd->as<bf16_t>(), scratch->as<float>(), B, T, H, Hkv, dh, nullptr);
   if (!err) err = Synchronize();
   if (err) return out->push_back(Failed(tag + "launch", err));
   out->push_back(Compare(tag + "fwd", DownloadBf16(*od, nq, &err), o, 1e-2));
@@ -146,13 +178,21 @@ void CrossEntropyAdamW(int R, int V, std::mt19937_64& rng, std::vector<Result>* 
   auto dld = PoisonedBytes(logits.size() * 4, &err);
   Dev td(R * 4, &err);
   if (!err) err = MemcpyH2D(td.as<void>(), tgt.data(), R * 4);
-  if (!err) err = CrossEntropyForward(ldv->as<float>(), td.as<int32_t>(), lsed->as<float>(), lossd->as<float>(), R, V, nullptr);
-  if (!err) err = CrossEntropyBackward(ldv->as<float>(), lsed->as<float>(), td.as<int32_t>(), dld->as<float>(), R, V, 0.5f, nullptr);
+  if (!err)
+    err = CrossEntropyForward(ldv->as<float>(), td.as<int32_t>(), lsed->as<float>(),
+                              lossd->as<float>(), R, V, nullptr);
+  if (!err)
+    err = CrossEntropyBackward(ldv->as<float>(), lsed->as<float>(), td.as<int32_t>(),
+                               dld->as<float>(), R, V, 0.5f, nullptr);
   // AdamW over the same number of elements (tail: not a multiple of the block).
   const long n = long(R) * V + 3;
-  auto p = Randn(n, 1, rng), g = Randn(n, 1, rng), m = Randn(n, 0.1f, rng), v = Uniform(n, 0, 0.1f, rng);
-  auto pd = F(p, &err), gd = F(g, &err), md = F(m, &err), vd = F(v, &err), pb = PoisonedBytes(n * 2, &err);
-  if (!err) err = AdamWStep(pd->as<float>(), gd->as<float>(), md->as<float>(), vd->as<float>(), pb->as<bf16_t>(), n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, true, 0.7f, nullptr);
+  auto p = Randn(n, 1, rng), g = Randn(n, 1, rng), m = Randn(n, 0.1f, rng),
+       v = Uniform(n, 0, 0.1f, rng);
+  auto pd = F(p, &err), gd = F(g, &err), md = F(m, &err), vd = F(v, &err),
+       pb = PoisonedBytes(n * 2, &err);
+  if (!err)
+    err = AdamWStep(pd->as<float>(), gd->as<float>(), md->as<float>(), vd->as<float>(),
+                    pb->as<bf16_t>(), n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, true, 0.7f, nullptr);
   if (!err) err = Synchronize();
   if (err) return out->push_back(Failed(tag + "launch", err));
   auto rows = DownloadF(*lossd, R, &err);
@@ -161,7 +201,8 @@ void CrossEntropyAdamW(int R, int V, std::mt19937_64& rng, std::vector<Result>* 
   out->push_back(Compare(tag + "ce_loss", {float(mean / R)}, {loss}, 1e-5));
   out->push_back(Compare(tag + "ce_lse", DownloadF(*lsed, R, &err), lse, 1e-5));
   out->push_back(Compare(tag + "ce_bwd", DownloadF(*dld, dl.size(), &err), dl, 1e-4));
-  nn::ref::adamw_step(p.data(), g.data(), m.data(), v.data(), n, 7L, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, true, 0.7f);
+  nn::ref::adamw_step(p.data(), g.data(), m.data(), v.data(), n, 7L, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                      0.1f, true, 0.7f);
   out->push_back(Compare(tag + "adamw_param", DownloadF(*pd, n, &err), p, 1e-6));
   out->push_back(Compare(tag + "adamw_m", DownloadF(*md, n, &err), m, 1e-6));
   out->push_back(Compare(tag + "adamw_v", DownloadF(*vd, n, &err), v, 1e-6));

@@ -13,9 +13,9 @@
 namespace xhc::cuda::check {
 
 std::string XhcCase::Name() const {
-  return std::string(mhc ? "mhc" : "xhc") + (mlp ? "_mlp" : "_attn") + "_B" +
-         std::to_string(B) + "T" + std::to_string(T) + "N" + std::to_string(N) + "k" +
-         std::to_string(k) + "C" + std::to_string(C) + (gram_schmidt ? "" : "_nogs");
+  return std::string(mhc ? "mhc" : "xhc") + (mlp ? "_mlp" : "_attn") + "_B" + std::to_string(B) +
+         "T" + std::to_string(T) + "N" + std::to_string(N) + "k" + std::to_string(k) + "C" +
+         std::to_string(C) + (gram_schmidt ? "" : "_nogs");
 }
 
 int DeviceCountOrZero() {
@@ -53,7 +53,9 @@ HostParams MakeParams(const XhcShape& s, std::mt19937_64& rng) {
 }
 
 template <typename T>
-T* Ptr(std::vector<T>& v) { return v.empty() ? nullptr : v.data(); }
+T* Ptr(std::vector<T>& v) {
+  return v.empty() ? nullptr : v.data();
+}
 
 }  // namespace
 
@@ -111,7 +113,8 @@ std::vector<Result> CheckXhc(const XhcCase& cs, uint64_t seed) {
   absl::Status st = kernels::ref::XhcPre(cfg, P, s.B, s.T, s.C, X_in.data(), u_ref.data(), &cache);
   if (st.ok()) st = kernels::ref::XhcPost(cfg, P, sub_out.data(), X_ref.data(), &cache);
   if (st.ok()) st = kernels::ref::XhcBackwardOut(cfg, P, dX_new.data(), &cache, d_out_ref.data());
-  if (st.ok()) st = kernels::ref::XhcBackwardInput(cfg, P, X_in.data(), du.data(), dX_ref.data(), &cache);
+  if (st.ok())
+    st = kernels::ref::XhcBackwardInput(cfg, P, X_in.data(), du.data(), dX_ref.data(), &cache);
   if (st.ok()) st = kernels::ref::XhcBackwardWeights(cfg, P, X_in.data(), cache, G);
   if (!st.ok()) {
     Result r;
@@ -132,8 +135,10 @@ std::vector<Result> CheckXhc(const XhcCase& cs, uint64_t seed) {
   auto oa = devf(hp.oa);
   std::vector<std::unique_ptr<Dev>> cw, gcw;
   for (auto& w : hp.conv) cw.push_back(devf(w));
-  auto grw = devf(g0.rw), grb = devf(g0.rb), gpw = devf(g0.pw), gpb = devf(g0.pb), gpa = devf(g0.pa);
-  auto gsw = devf(g0.sw), gsb = devf(g0.sb), gsa = devf(g0.sa), gow = devf(g0.ow), gob = devf(g0.ob);
+  auto grw = devf(g0.rw), grb = devf(g0.rb), gpw = devf(g0.pw), gpb = devf(g0.pb),
+       gpa = devf(g0.pa);
+  auto gsw = devf(g0.sw), gsb = devf(g0.sb), gsa = devf(g0.sa), gow = devf(g0.ow),
+       gob = devf(g0.ob);
   auto goa = devf(g0.oa);
   for (auto& w : g0.conv) gcw.push_back(devf(w));
   XhcDevParams DP;
@@ -146,8 +151,10 @@ std::vector<Result> CheckXhc(const XhcCase& cs, uint64_t seed) {
   DG.router_weight = grw->as<float>(), DG.router_bias = grb->as<float>();
   DG.pre_weight = gpw->as<float>(), DG.pre_bias = gpb->as<float>(), DG.pre_alpha = gpa->as<float>();
   DG.res_weight = gsw->as<float>(), DG.res_bias = gsb->as<float>(), DG.res_alpha = gsa->as<float>();
-  DG.post_weight = gow->as<float>(), DG.post_bias = gob->as<float>(), DG.post_alpha = goa->as<float>();
-  for (int j = 0; j < s.r; ++j) DP.conv_weight[j] = cw[j]->as<float>(), DG.conv_weight[j] = gcw[j]->as<float>();
+  DG.post_weight = gow->as<float>(), DG.post_bias = gob->as<float>(),
+  DG.post_alpha = goa->as<float>();
+  for (int j = 0; j < s.r; ++j)
+    DP.conv_weight[j] = cw[j]->as<float>(), DG.conv_weight[j] = gcw[j]->as<float>();
 
   Dev dXin(n * D * 2, &err), dX(n * D * 2, &err), du_d(n * C * 2, &err), out_d(n * C * 2, &err);
   Dev dXnew(n * D * 2, &err), u_d(n * C * 2, &err), dout_d(n * C * 2, &err);
@@ -186,12 +193,15 @@ std::vector<Result> CheckXhc(const XhcCase& cs, uint64_t seed) {
 
   // Backward: I.1, I.2 (dX in place), W.
   if (err == 0) err = MemcpyD2D(dX.as<void>(), dXnew.as<void>(), n * D * 2, nullptr);
-  if (err == 0) err = XhcBackwardOutLaunch(s, DP, dXin.as<bf16_t>(), out_d.as<bf16_t>(),
-                                           dXnew.as<bf16_t>(), &dc, dout_d.as<bf16_t>(), nullptr);
-  if (err == 0) err = XhcBackwardInputLaunch(s, DP, dXin.as<bf16_t>(), du_d.as<bf16_t>(),
-                                             dX.as<bf16_t>(), &dc, blas, nullptr);
-  if (err == 0) err = XhcBackwardWeightsLaunch(s, DP, dXin.as<bf16_t>(), out_d.as<bf16_t>(),
-                                               &dc, DG, blas, nullptr);
+  if (err == 0)
+    err = XhcBackwardOutLaunch(s, DP, dXin.as<bf16_t>(), out_d.as<bf16_t>(), dXnew.as<bf16_t>(),
+                               &dc, dout_d.as<bf16_t>(), nullptr);
+  if (err == 0)
+    err = XhcBackwardInputLaunch(s, DP, dXin.as<bf16_t>(), du_d.as<bf16_t>(), dX.as<bf16_t>(), &dc,
+                                 blas, nullptr);
+  if (err == 0)
+    err = XhcBackwardWeightsLaunch(s, DP, dXin.as<bf16_t>(), out_d.as<bf16_t>(), &dc, DG, blas,
+                                   nullptr);
   if (err == 0) err = Synchronize();
   if (blas) CublasDestroy(blas);
   if (err) return {Failed(tag + "backward", err)};
@@ -205,7 +215,8 @@ std::vector<Result> CheckXhc(const XhcCase& cs, uint64_t seed) {
   gcmp("res.weight", *gsw, gr.sw), gcmp("res.bias", *gsb, gr.sb), gcmp("res.alpha", *gsa, gr.sa);
   gcmp("post.weight", *gow, gr.ow), gcmp("post.bias", *gob, gr.ob);
   gcmp("post.alpha", *goa, gr.oa);
-  for (int j = 0; j < s.r; ++j) gcmp(("conv." + std::to_string(j) + ".weight").c_str(), *gcw[j], gr.conv[j]);
+  for (int j = 0; j < s.r; ++j)
+    gcmp(("conv." + std::to_string(j) + ".weight").c_str(), *gcw[j], gr.conv[j]);
   if (err) out.push_back(Failed(tag + "download", err));
   return out;
 }

@@ -2,11 +2,11 @@
 #include <cstdio>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/common/config.h"
 #include "runtime/control/cli/cli_util.h"
 #include "runtime/control/cli/commands.h"
-#include "runtime/common/config.h"
-#include "base/status_macros.h"
 
 namespace xhc::cli {
 namespace {

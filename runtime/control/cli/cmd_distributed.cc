@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/status_macros.h"
 #include "proto/xhc.grpc.pb.h"
 #include "runtime/control/cli/cli_util.h"
 #include "runtime/control/cli/commands.h"
-#include "base/status_macros.h"
 #include "runtime/control/controller/controller.h"
 #include "runtime/control/controller/controller_service.h"
 #include "runtime/control/controller/saved_schedule.h"
@@ -44,17 +44,20 @@ absl::Status Launch(const std::vector<std::string>& args) {
                                     "[--http HOST:PORT]",
                                     args,
                                     {{"config", "job config (YAML)"},
-                                     {"workers", "pipeline ranks per replica (default "
-                                                 "pipeline.workers)"},
-                                     {"data-parallel", "pipeline replicas (default "
-                                                       "pipeline.data_parallel); D x R worker "
-                                                       "processes"},
+                                     {"workers",
+                                      "pipeline ranks per replica (default "
+                                      "pipeline.workers)"},
+                                     {"data-parallel",
+                                      "pipeline replicas (default "
+                                      "pipeline.data_parallel); D x R worker "
+                                      "processes"},
                                      {"schedule-csv", kScheduleCsvHelp},
                                      {"http", kHttpHelp},
                                      {"steps", "override train.steps"},
                                      {"out", "run directory (default runs/launch-<time>)"},
-                                     {"resume", "continue the job in RUN_DIR from its last "
-                                                "committed checkpoint"}}));
+                                     {"resume",
+                                      "continue the job in RUN_DIR from its last "
+                                      "committed checkpoint"}}));
   launch::LaunchOptions o;
   std::string config_path = flags.Get("config");
   if (flags.Has("resume")) {
@@ -80,11 +83,12 @@ absl::Status Launch(const std::vector<std::string>& args) {
   const std::string saved = controller::SavedSchedulePath(o.out_dir);
   if (o.resume && std::filesystem::exists(saved)) schedule = "CSV " + saved;
   const int replicas = o.data_parallel > 0 ? o.data_parallel : config.pipeline.data_parallel;
-  std::printf("xhc launch: %s residual, %d workers x %d replica(s), %s schedule; run directory "
-              "%s\n",
-              ResidualTypeName(config.model.residual.type).c_str(),
-              o.workers > 0 ? o.workers : config.pipeline.workers, replicas, schedule.c_str(),
-              o.out_dir.c_str());
+  std::printf(
+      "xhc launch: %s residual, %d workers x %d replica(s), %s schedule; run directory "
+      "%s\n",
+      ResidualTypeName(config.model.residual.type).c_str(),
+      o.workers > 0 ? o.workers : config.pipeline.workers, replicas, schedule.c_str(),
+      o.out_dir.c_str());
   std::fflush(stdout);
   RETURN_IF_ERROR(launch::RunLaunch(config, o));
   std::printf("done: metrics %s/metrics.jsonl, trace %s/trace.json, checkpoints %s/checkpoints\n",
@@ -136,15 +140,17 @@ absl::Status Worker(const std::vector<std::string>& args) {
           "RANK / WORLD_SIZE or SLURM_PROCID / SLURM_NTASKS (runtime/control/launch/launch_env.h)",
           args,
           {{"controller", "controller address (default: from the launcher's environment)"},
-           {"controller-port", "port on the Slurm allocation's first node (default "
-                               "$XHC_CONTROLLER_PORT, else 7070)"},
+           {"controller-port",
+            "port on the Slurm allocation's first node (default "
+            "$XHC_CONTROLLER_PORT, else 7070)"},
            {"token-file", "file holding the job token"},
            {"device", "cpu or cuda:N (default cpu)"},
            {"advertise-address", "data-plane address peers connect to"},
            {"config", "refuse a job whose model config differs from this one"},
            {"rank-hint", "preferred rank (default $RANK, else $SLURM_PROCID)"},
-           {"world-size", "refuse a job of another size (default $WORLD_SIZE, else "
-                          "$SLURM_NTASKS)"},
+           {"world-size",
+            "refuse a job of another size (default $WORLD_SIZE, else "
+            "$SLURM_NTASKS)"},
            {"tls-ca", "CA certificate (PEM) to verify the controller"},
            {"tls-cert", "client certificate (PEM) for mutual TLS"},
            {"tls-key", "client key (PEM)"},
@@ -181,8 +187,9 @@ absl::Status Controller(const std::vector<std::string>& args) {
                        {{"config", "job config (YAML)", false, true},
                         {"listen", "address to serve on (default 127.0.0.1:7070)"},
                         {"workers", "pipeline ranks per replica (default pipeline.workers)"},
-                        {"data-parallel", "pipeline replicas (default pipeline.data_parallel); "
-                                          "the job waits for D x R workers"},
+                        {"data-parallel",
+                         "pipeline replicas (default pipeline.data_parallel); "
+                         "the job waits for D x R workers"},
                         {"schedule-csv", kScheduleCsvHelp},
                         {"http", kHttpHelp},
                         {"steps", "override train.steps"},
@@ -203,7 +210,8 @@ absl::Status Controller(const std::vector<std::string>& args) {
   o.run_dir = flags.Get("out", "runs/job");
   o.resume = flags.GetBool("resume");
   o.register_timeout_s = 3600;
-  ASSIGN_OR_RETURN(std::unique_ptr<controller::Controller> ctl, controller::Controller::Create(config, o));
+  ASSIGN_OR_RETURN(std::unique_ptr<controller::Controller> ctl,
+                   controller::Controller::Create(config, o));
   const std::string token_file = flags.Get("token-file", o.run_dir + "/.job-token");
   std::string token;
   if (absl::StatusOr<std::string> t = worker::ReadTokenFile(token_file); t.ok()) {
@@ -224,8 +232,7 @@ absl::Status Controller(const std::vector<std::string>& args) {
   if (flags.Has("http")) {
     ASSIGN_OR_RETURN(dash, dashboard::DashboardServer::Start(ctl.get(), flags.Get("http"), token));
     std::printf("xhc controller: dashboard %s  (Prometheus: %smetrics)%s\n", dash->url().c_str(),
-                dash->url().c_str(),
-                dash->requires_token() ? "; requests need the job token" : "");
+                dash->url().c_str(), dash->requires_token() ? "; requests need the job token" : "");
     std::fflush(stdout);
   }
   absl::Status s = ctl->Run();

@@ -4,15 +4,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/lab/ablation/diagnostics.h"
+#include "base/status_macros.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/control/cli/cli_util.h"
 #include "runtime/control/cli/commands.h"
 #include "runtime/control/cli/model_loader.h"
-#include "base/status_macros.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/sampler.h"
+#include "runtime/lab/ablation/diagnostics.h"
 #include "runtime/model/stage.h"
 #include "runtime/train/model_io.h"
 
@@ -34,20 +34,23 @@ absl::Status DumpGrads(model::StageModel* model, model::ParamSetT<float>& params
 absl::Status Eval(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(
       Flags flags,
-      ParseFlagsOrHelp("eval",
-                       "(--checkpoint DIR | --config FILE --weights PATH) --data FILE --batch B "
-                       "--seq-len T [--dump-grads OUT.safetensors] [--diagnostics [--diagnostics-out F]]",
-                       args,
-                       {{"checkpoint", "run, checkpoint root or step directory"},
-                        {"config", "config whose model: block describes --weights"},
-                        {"weights", "safetensors file or directory of them (spec names)"},
-                        {"data", "file whose first B·(T+1) bytes are evaluated", false, true},
-                        {"batch", "B rows", false, true},
-                        {"seq-len", "T tokens per row", false, true},
-                        {"dump-grads", "write d loss / d parameter as float32 safetensors"},
-                        {"diagnostics", "print the residual stability diagnostics as JSON "
-                                        "(runtime/lab/ablation/diagnostics.h)", true},
-                        {"diagnostics-out", "also write them to this file (atomically)"}}));
+      ParseFlagsOrHelp(
+          "eval",
+          "(--checkpoint DIR | --config FILE --weights PATH) --data FILE --batch B "
+          "--seq-len T [--dump-grads OUT.safetensors] [--diagnostics [--diagnostics-out F]]",
+          args,
+          {{"checkpoint", "run, checkpoint root or step directory"},
+           {"config", "config whose model: block describes --weights"},
+           {"weights", "safetensors file or directory of them (spec names)"},
+           {"data", "file whose first B·(T+1) bytes are evaluated", false, true},
+           {"batch", "B rows", false, true},
+           {"seq-len", "T tokens per row", false, true},
+           {"dump-grads", "write d loss / d parameter as float32 safetensors"},
+           {"diagnostics",
+            "print the residual stability diagnostics as JSON "
+            "(runtime/lab/ablation/diagnostics.h)",
+            true},
+           {"diagnostics-out", "also write them to this file (atomically)"}}));
   ASSIGN_OR_RETURN(int64_t B, flags.GetInt("batch", 0));
   ASSIGN_OR_RETURN(int64_t T, flags.GetInt("seq-len", 0));
   if (B < 1) return absl::InvalidArgumentError("--batch must be >= 1");
@@ -55,16 +58,15 @@ absl::Status Eval(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelFromFlags(flags, static_cast<int>(T)));
   ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(flags.Get("data")));
   if (static_cast<int64_t>(bytes.size()) < B * (T + 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--data %s has %d bytes; B·(T+1) = %d needed", flags.Get("data"), bytes.size(),
-        B * (T + 1)));
+    return absl::InvalidArgumentError(absl::StrFormat("--data %s has %d bytes; B·(T+1) = %d needed",
+                                                      flags.Get("data"), bytes.size(),
+                                                      B * (T + 1)));
   }
   const TokenBatch batch = FirstRows(bytes, static_cast<int>(B), static_cast<int>(T));
   model::StageModel model(loaded.config, model::StageSpec::Full(loaded.config),
                           loaded.params.get());
   ASSIGN_OR_RETURN(double loss, model.ForwardOnly(batch.batch, batch.inputs.data(),
-                                                  batch.targets.data(), nullptr, nullptr,
-                                                  nullptr));
+                                                  batch.targets.data(), nullptr, nullptr, nullptr));
   if (flags.Has("dump-grads")) {
     RETURN_IF_ERROR(DumpGrads(&model, *loaded.params, batch, flags.Get("dump-grads")));
   }

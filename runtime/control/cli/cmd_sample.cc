@@ -3,10 +3,10 @@
 #include <cstdio>
 
 #include "base/hash.h"
+#include "base/status_macros.h"
 #include "runtime/control/cli/cli_util.h"
 #include "runtime/control/cli/commands.h"
 #include "runtime/control/cli/model_loader.h"
-#include "base/status_macros.h"
 #include "runtime/model/stage.h"
 
 namespace xhc::cli {
@@ -61,7 +61,8 @@ absl::Status Sample(const std::vector<std::string>& args) {
     ModelConfig cfg = loaded.config;
     cfg.seq_len = static_cast<int>(input.size());
     model::StageModel model(cfg, model::StageSpec::Full(cfg), loaded.params.get());
-    RETURN_IF_ERROR(model.ForwardOnly(1, input.data(), nullptr, nullptr, nullptr, &logits).status());
+    RETURN_IF_ERROR(
+        model.ForwardOnly(1, input.data(), nullptr, nullptr, nullptr, &logits).status());
     const int V = cfg.vocab_size;
     const int next = NextToken(&logits[(input.size() - 1) * V], V, temperature,
                                static_cast<uint64_t>(seed) * 1000003u + i);

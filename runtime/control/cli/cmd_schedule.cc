@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/control/cli/commands.h"
 #include "runtime/common/config.h"
+#include "runtime/control/cli/commands.h"
 #include "scheduler/schedule_cli.h"
 #include "scheduler/simulator.h"
 
@@ -32,8 +32,8 @@ int RunSchedule(const std::vector<std::string>& args) {
     const ModelConfig& m = config->model;
     const int64_t tokens = static_cast<int64_t>(config->train.batch_size) * m.seq_len;
     forwarded.push_back("--activation-bytes");
-    forwarded.push_back(absl::StrCat(static_cast<int64_t>(scheduler::ActivationBytes(
-        tokens, m.residual.n_streams, m.d_model, sizeof(float)))));
+    forwarded.push_back(absl::StrCat(static_cast<int64_t>(
+        scheduler::ActivationBytes(tokens, m.residual.n_streams, m.d_model, sizeof(float)))));
   }
   return scheduler::RunScheduleCommand(forwarded, std::cout, std::cerr);
 }

@@ -8,10 +8,10 @@
 namespace xhc::cli {
 
 int RunStudyCommand(const std::vector<std::string>& args) {
-  auto flags = ParseFlagsOrHelp("study", "--config FILE [--out DIR]", args,
-                                {{"config", "study config (YAML, see configs/study.yaml)", false,
-                                  true},
-                                 {"out", "output directory (default runs/study)"}});
+  auto flags =
+      ParseFlagsOrHelp("study", "--config FILE [--out DIR]", args,
+                       {{"config", "study config (YAML, see configs/study.yaml)", false, true},
+                        {"out", "output directory (default runs/study)"}});
   if (!flags.ok()) return Fail("study", flags.status());
   study::StudyOptions options;
   options.config_path = flags->Get("config");

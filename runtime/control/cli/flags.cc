@@ -62,8 +62,8 @@ absl::StatusOr<int64_t> Flags::GetInt(const std::string& name, int64_t fallback)
   if (!Has(name)) return fallback;
   int64_t v;
   if (!absl::SimpleAtoi(Get(name), &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", Get(name),
-                                                   "' is not an integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": '", Get(name), "' is not an integer"));
   }
   return v;
 }
@@ -72,8 +72,8 @@ absl::StatusOr<double> Flags::GetDouble(const std::string& name, double fallback
   if (!Has(name)) return fallback;
   double v;
   if (!absl::SimpleAtod(Get(name), &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", Get(name),
-                                                   "' is not a number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": '", Get(name), "' is not a number"));
   }
   return v;
 }

@@ -15,7 +15,7 @@
 namespace xhc {
 
 struct FlagSpec {
-  std::string name;   // without dashes
+  std::string name;  // without dashes
   std::string help;
   bool is_bool = false;
   bool required = false;

@@ -9,8 +9,8 @@ const std::vector<FlagSpec> kSpecs = {
     {"config", "c", false, true}, {"steps", "s"}, {"resume", "r", true, false}};
 
 TEST(Flags, ParsesBothFormsAndBooleans) {
-  absl::StatusOr<Flags> f = Flags::Parse({"--config", "a.yaml", "--steps=5", "--resume", "x"},
-                                         kSpecs);
+  absl::StatusOr<Flags> f =
+      Flags::Parse({"--config", "a.yaml", "--steps=5", "--resume", "x"}, kSpecs);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->Get("config"), "a.yaml");
   EXPECT_EQ(*f->GetInt("steps", 0), 5);

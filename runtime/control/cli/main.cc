@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/control/cli/commands.h"
 #include "base/process_env.h"
+#include "runtime/control/cli/commands.h"
 
 namespace {
 

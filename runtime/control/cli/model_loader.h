@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "runtime/control/cli/flags.h"
 #include "runtime/common/config.h"
+#include "runtime/control/cli/flags.h"
 #include "runtime/model/params.h"
 
 namespace xhc::cli {

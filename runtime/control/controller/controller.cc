@@ -1,4 +1,3 @@
-#include "base/hash.h"
 #include "runtime/control/controller/controller.h"
 
 #include <unistd.h>
@@ -12,10 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/hash.h"
+#include "base/status_macros.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/log.h"
 #include "runtime/control/controller/saved_schedule.h"
-#include "base/status_macros.h"
 
 namespace xhc::controller {
 namespace fs = std::filesystem;
@@ -49,12 +49,11 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Create(const Config& con
   return c;
 }
 
-Controller::Controller(const Config& config, const ControllerOptions& options,
-                       plan::JobPlan plan)
+Controller::Controller(const Config& config, const ControllerOptions& options, plan::JobPlan plan)
     : config_(config), options_(options), plan_(std::move(plan)) {
   config_hash_ = ModelConfigHash(config_.model);
-  job_id_ = absl::StrFormat("job-%016x", Mix64(static_cast<uint64_t>(::getpid()) ^
-                                               static_cast<uint64_t>(time(nullptr))));
+  job_id_ = absl::StrFormat(
+      "job-%016x", Mix64(static_cast<uint64_t>(::getpid()) ^ static_cast<uint64_t>(time(nullptr))));
   total_steps_ = options.steps >= 0 ? options.steps : config.train.steps;
   world_size_ = plan_.world_size();
   workers_.resize(world_size_);
@@ -63,16 +62,16 @@ Controller::Controller(const Config& config, const ControllerOptions& options,
 absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::RegisterRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!req.config_hash().empty() && req.config_hash() != config_hash_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", req.worker_id(), " was started with a config whose model hash ",
-        req.config_hash(), " differs from the job's ", config_hash_));
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", req.worker_id(), " was started with a config whose model hash ",
+                     req.config_hash(), " differs from the job's ", config_hash_));
   }
   if (req.world_size() > 0 && req.world_size() != world_size_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", req.worker_id(), " was started as one of ", req.world_size(),
-        " workers, but this job has ", world_size_,
-        " (the launcher's task count must equal the controller's --workers x "
-        "--data-parallel)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", req.worker_id(), " was started as one of ", req.world_size(),
+                     " workers, but this job has ", world_size_,
+                     " (the launcher's task count must equal the controller's --workers x "
+                     "--data-parallel)"));
   }
   int rank = -1;
   const int hint = req.rank_hint();
@@ -81,9 +80,9 @@ absl::StatusOr<proto::RegisterResponse> Controller::Register(const proto::Regist
     if (!workers_[r].registered) rank = r;
   }
   if (rank < 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "worker ", req.worker_id(), " refused: the job already has its ", world_size_,
-        " workers (a new worker takes a rank only after that rank's worker dies)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("worker ", req.worker_id(), " refused: the job already has its ", world_size_,
+                     " workers (a new worker takes a rank only after that rank's worker dies)"));
   }
   Worker& w = workers_[rank];
   w.registered = true;
@@ -122,7 +121,7 @@ void Controller::KvSet(const std::string& key, const std::string& value) {
 }
 
 absl::StatusOr<std::vector<std::string>> Controller::KvGet(const std::vector<std::string>& keys,
-                                                          double timeout_s) {
+                                                           double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
   auto all_present = [&] {
     for (const std::string& k : keys) {
@@ -157,12 +156,12 @@ absl::Status Controller::Attach(int rank, int64_t epoch) {
   }
   if (epoch != w.epoch) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "fenced: rank ", rank, " now belongs to worker ", w.worker_id, " (registration ",
-        w.epoch, "); this stream's registration ", epoch, " was replaced"));
+        "fenced: rank ", rank, " now belongs to worker ", w.worker_id, " (registration ", w.epoch,
+        "); this stream's registration ", epoch, " was replaced"));
   }
   if (w.attached) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "rank ", rank, " (worker ", w.worker_id, ") already opened its heartbeat stream"));
+    return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " (worker ", w.worker_id,
+                                                 ") already opened its heartbeat stream"));
   }
   w.attached = true;
   w.alive = true;
@@ -212,15 +211,15 @@ absl::Status Controller::Report(const proto::StepReport& report) {
     return absl::InvalidArgumentError(absl::StrCat("report from unknown rank ", report.rank()));
   }
   if (report.kind_case() == proto::StepReport::KIND_NOT_SET) {
-    return absl::InvalidArgumentError(absl::StrCat("report from rank ", report.rank(),
-                                                   " carries no result"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("report from rank ", report.rank(), " carries no result"));
   }
   const Worker& w = workers_[report.rank()];
   if (!w.registered || report.epoch() != w.epoch) {
     return absl::FailedPreconditionError(absl::StrCat(
         "fenced: report for rank ", report.rank(), " from registration ", report.epoch(),
-        ", but the rank belongs to ", w.registered ? w.worker_id : "no worker",
-        " (registration ", w.epoch, ") now"));
+        ", but the rank belongs to ", w.registered ? w.worker_id : "no worker", " (registration ",
+        w.epoch, ") now"));
   }
   if (report.generation() != generation_) return absl::OkStatus();  // from an aborted step
   if (report.has_step_result()) {
@@ -228,8 +227,8 @@ absl::Status Controller::Report(const proto::StepReport& report) {
     // overflowed step_done below: controller_rpc_fuzzer).
     const int64_t step = report.step_result().step();
     if (step < 0 || step == std::numeric_limits<int64_t>::max()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rank ", report.rank(), ": a result for step ", step, ", which no job runs"));
+      return absl::InvalidArgumentError(absl::StrCat("rank ", report.rank(), ": a result for step ",
+                                                     step, ", which no job runs"));
     }
   }
   const ReportKey key = KeyOf(report);
@@ -237,9 +236,9 @@ absl::Status Controller::Report(const proto::StepReport& report) {
     int pending = 0;
     for (const auto& [k, r] : reports_) pending += k.second == report.rank();
     if (pending >= kMaxPendingReportsPerRank) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "rank ", report.rank(), " already has ", pending,
-          " reports the controller has not asked for; refusing more"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("rank ", report.rank(), " already has ", pending,
+                       " reports the controller has not asked for; refusing more"));
     }
   }
   if (report.has_step_result()) {
@@ -261,11 +260,11 @@ proto::StatusResponse Controller::Status() {
   const auto now = Clock::now();
   for (int r = 0; r < world_size_; ++r) {
     const Worker& w = workers_[r];
-    s.add_workers(absl::StrFormat(
-        "rank %d: %s pid %d %s, last heartbeat %.1f s ago, progress %d", r,
-        w.registered ? w.worker_id : "(not registered)", w.pid,
-        w.alive ? "alive" : (w.attached ? "DEAD" : "not attached"),
-        std::chrono::duration<double>(now - w.last_beat).count(), w.progress));
+    s.add_workers(absl::StrFormat("rank %d: %s pid %d %s, last heartbeat %.1f s ago, progress %d",
+                                  r, w.registered ? w.worker_id : "(not registered)", w.pid,
+                                  w.alive ? "alive" : (w.attached ? "DEAD" : "not attached"),
+                                  std::chrono::duration<double>(now - w.last_beat).count(),
+                                  w.progress));
   }
   return s;
 }
@@ -317,8 +316,7 @@ JobView Controller::View(int64_t steps_from, int64_t checkpoints_from) {
   v.steps_from = start(steps_from, step_records_.size());
   v.checkpoints_from = start(checkpoints_from, checkpoint_records_.size());
   v.steps.assign(step_records_.begin() + v.steps_from, step_records_.end());
-  v.checkpoints.assign(checkpoint_records_.begin() + v.checkpoints_from,
-                       checkpoint_records_.end());
+  v.checkpoints.assign(checkpoint_records_.begin() + v.checkpoints_from, checkpoint_records_.end());
   v.recoveries = recovery_records_;
   v.num_steps_recorded = step_records_.size();
   v.num_checkpoints_recorded = checkpoint_records_.size();
@@ -375,7 +373,8 @@ absl::Status Controller::FirstDeadWorker() const {
     if (w.attached && silent > config_.fault.heartbeat_timeout_s) {
       return absl::UnavailableError(absl::StrFormat(
           "worker rank %d (%s, pid %d) hung: no heartbeat for %.1f s (fault.heartbeat_timeout "
-          "%.1f s)", r, w.worker_id, w.pid, silent, config_.fault.heartbeat_timeout_s));
+          "%.1f s)",
+          r, w.worker_id, w.pid, silent, config_.fault.heartbeat_timeout_s));
     }
   }
   return absl::OkStatus();
@@ -409,9 +408,9 @@ absl::Status Controller::WaitForWorkers() {
       for (int r = 0; r < world_size_; ++r) {
         if (!workers_[r].registered || !workers_[r].attached) missing.push_back(r);
       }
-      return absl::DeadlineExceededError(
-          absl::StrFormat("ranks [%s] did not join within %.0f s", absl::StrJoin(missing, ", "),
-                          options_.register_timeout_s));
+      return absl::DeadlineExceededError(absl::StrFormat("ranks [%s] did not join within %.0f s",
+                                                         absl::StrJoin(missing, ", "),
+                                                         options_.register_timeout_s));
     }
   }
   state_ = "running";
@@ -420,12 +419,10 @@ absl::Status Controller::WaitForWorkers() {
 
 Controller::ReportKey Controller::KeyOf(const proto::StepReport& report) {
   switch (report.kind_case()) {
-    case proto::StepReport::kStepResult:
-      return {report.kind_case(), report.step_result().step()};
+    case proto::StepReport::kStepResult: return {report.kind_case(), report.step_result().step()};
     case proto::StepReport::kCheckpointResult:
       return {report.kind_case(), report.checkpoint_result().step()};
-    default:
-      return {report.kind_case(), report.generation()};
+    default: return {report.kind_case(), report.generation()};
   }
 }
 
@@ -434,19 +431,17 @@ namespace {
 // "step 17", "the checkpoint of step 17", "the resume of generation 2": for messages.
 std::string Describe(const Controller::ReportKey& key) {
   switch (key.kind) {
-    case proto::StepReport::kStepResult:
-      return absl::StrCat("step ", key.id);
+    case proto::StepReport::kStepResult: return absl::StrCat("step ", key.id);
     case proto::StepReport::kCheckpointResult:
       return absl::StrCat("the checkpoint of step ", key.id);
-    default:
-      return absl::StrCat("the resume of generation ", key.id);
+    default: return absl::StrCat("the resume of generation ", key.id);
   }
 }
 
 }  // namespace
 
 absl::StatusOr<std::vector<proto::StepReport>> Controller::CollectReports(ReportKey key,
-                                                                         double timeout_s) {
+                                                                          double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   while (true) {

@@ -31,14 +31,14 @@
 namespace xhc::controller {
 
 struct ControllerOptions {
-  int workers = 1;                // pipeline ranks per replica
-  int data_parallel = 0;          // pipeline replicas (0 = pipeline.data_parallel); the job
-                                  // waits for data_parallel x workers worker processes
-  int64_t steps = -1;             // total steps (train.steps when < 0)
-  std::string run_dir;            // metrics.jsonl, trace.json, checkpoints/
+  int workers = 1;        // pipeline ranks per replica
+  int data_parallel = 0;  // pipeline replicas (0 = pipeline.data_parallel); the job
+                          // waits for data_parallel x workers worker processes
+  int64_t steps = -1;     // total steps (train.steps when < 0)
+  std::string run_dir;    // metrics.jsonl, trace.json, checkpoints/
   double register_timeout_s = 120;
-  bool quiet = false;             // no progress lines on stdout
-  bool resume = false;            // start from run_dir/checkpoints (LATEST or older)
+  bool quiet = false;   // no progress lines on stdout
+  bool resume = false;  // start from run_dir/checkpoints (LATEST or older)
   // Replaces a dead or hung worker (xhc launch: kill it if still there, start a new process
   // with the same rank hint). Unset: wait for an external worker to register instead.
   std::function<absl::Status(int rank)> restart_worker;
@@ -78,8 +78,7 @@ class Controller {
   void Detach(int rank, int64_t epoch, const std::string& why);
   // The next command for `rank` (blocks up to timeout_s; nullopt on timeout or shutdown).
   // Sets *stale when the stream's epoch is no longer current (its writer should stop).
-  std::optional<proto::Command> NextCommand(int rank, int64_t epoch, double timeout_s,
-                                            bool* stale);
+  std::optional<proto::Command> NextCommand(int rank, int64_t epoch, double timeout_s, bool* stale);
   // Refuses a report from a fenced registration (kFailedPrecondition) and more than
   // kMaxPendingReportsPerRank uncollected reports from one rank (kResourceExhausted); drops
   // (OK) reports of an aborted generation.
@@ -119,9 +118,9 @@ class Controller {
     int pid = 0;
     Clock::time_point last_beat;
     int64_t progress = 0;
-    int64_t epoch = 0;              // bumps at every registration of this rank
-    int64_t step_done = 0;          // the last step this rank reported
-    Clock::time_point lost_at;      // when its stream closed
+    int64_t epoch = 0;          // bumps at every registration of this rank
+    int64_t step_done = 0;      // the last step this rank reported
+    Clock::time_point lost_at;  // when its stream closed
     std::deque<proto::Command> outbox;
   };
 
@@ -160,7 +159,7 @@ class Controller {
   std::string resume_from_;
   int generation_ = 0;
   std::string startup_failure_;  // set by WorkerProcessExited (guarded by mu_)
-  int64_t pending_ckpt_ = -1;               // step of the checkpoint being written, or -1
+  int64_t pending_ckpt_ = -1;    // step of the checkpoint being written, or -1
   Clock::time_point pending_ckpt_t0_;
   int restarts_used_ = 0;
 

@@ -17,9 +17,9 @@ absl::Status ControllerHandlers::Authenticate(const CallInfo& call) {
   if (call.token && *call.token == token_) return absl::OkStatus();
   const std::string host = PeerHost(call.peer);
   if (!bad_token_limiter_.Allow(host)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "too many requests with a missing or wrong job token from ", host, " (more than ",
-        kBadTokenRate, " a second): refused unread"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many requests with a missing or wrong job token from ", host,
+                     " (more than ", kBadTokenRate, " a second): refused unread"));
   }
   return absl::UnauthenticatedError(call.token ? "wrong job token" : "missing job token");
 }
@@ -44,10 +44,10 @@ absl::Status ControllerHandlers::KvGet(const CallInfo& call, const proto::KvGetR
   if (absl::Status a = Authenticate(call); !a.ok()) return a;
   // In milliseconds as an integer first: a timeout_ms near 2^63 must not reach the
   // floating-point deadline arithmetic.
-  const int64_t ms = std::clamp<int64_t>(req.timeout_ms(), 0,
-                                         static_cast<int64_t>(kMaxKvWaitS * 1000));
-  absl::StatusOr<std::vector<std::string>> v = controller_->KvGet(
-      {req.keys().begin(), req.keys().end()}, static_cast<double>(ms) / 1000);
+  const int64_t ms =
+      std::clamp<int64_t>(req.timeout_ms(), 0, static_cast<int64_t>(kMaxKvWaitS * 1000));
+  absl::StatusOr<std::vector<std::string>> v =
+      controller_->KvGet({req.keys().begin(), req.keys().end()}, static_cast<double>(ms) / 1000);
   if (!v.ok()) return v.status();
   for (const std::string& s : *v) resp->add_values(s);
   return absl::OkStatus();
@@ -56,7 +56,8 @@ absl::Status ControllerHandlers::KvGet(const CallInfo& call, const proto::KvGetR
 absl::Status ControllerHandlers::HeartbeatStream(const CallInfo& call, HeartbeatIo* io) {
   if (absl::Status a = Authenticate(call); !a.ok()) return a;
   proto::Heartbeat first;
-  if (!io->Read(&first)) return absl::CancelledError("heartbeat stream ended before its first beat");
+  if (!io->Read(&first))
+    return absl::CancelledError("heartbeat stream ended before its first beat");
   const int rank = first.rank();
   const int64_t epoch = first.epoch();
   if (absl::Status s = controller_->Attach(rank, epoch); !s.ok()) return s;
@@ -90,7 +91,7 @@ absl::Status ControllerHandlers::HeartbeatStream(const CallInfo& call, Heartbeat
   done = true;
   // Before the join: a Detach wakes the writer's NextCommand wait.
   controller_->Detach(rank, epoch,
-                      !status.ok()     ? std::string(status.message())
+                      !status.ok()        ? std::string(status.message())
                       : io->IsCancelled() ? "stream cancelled"
                                           : "heartbeat stream closed");
   writer.join();

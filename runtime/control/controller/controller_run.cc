@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/checkpoint/checkpoint.h"
-#include "runtime/common/log.h"
 #include "base/exact_format.h"
 #include "base/status_macros.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/common/log.h"
 #include "runtime/control/controller/controller.h"
 #include "runtime/control/controller/saved_schedule.h"
 #include "runtime/control/controller/trace_writer.h"
@@ -34,9 +34,9 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   cmd.set_total_steps(total_steps_);
   const auto t0 = Clock::now();
   Broadcast(cmd);
-  ASSIGN_OR_RETURN(std::vector<proto::StepReport> reports,
-                   CollectReports({proto::StepReport::kStepResult, step},
-                                  config_.fault.step_timeout_s));
+  ASSIGN_OR_RETURN(
+      std::vector<proto::StepReport> reports,
+      CollectReports({proto::StepReport::kStepResult, step}, config_.fault.step_timeout_s));
   const double step_s = Since(t0);
   StepRecord rec;
   rec.step = step + 1;
@@ -57,8 +57,8 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   }
   for (double l : rec.microbatch_losses) rec.loss += l;
   rec.loss /= config_.train.microbatches;
-  const double tokens = static_cast<double>(config_.train.microbatches) *
-                        config_.train.batch_size * config_.model.seq_len;
+  const double tokens = static_cast<double>(config_.train.microbatches) * config_.train.batch_size *
+                        config_.model.seq_len;
   rec.tokens_per_s = tokens / step_s;
   std::vector<proto::Span> spans;
   std::vector<int> span_ranks;
@@ -171,10 +171,11 @@ absl::Status Controller::FinishCheckpoint(bool block) {
   rec.commit_latency_s = Since(pending_ckpt_t0_);
   rec.wall_time = WallTime();
   const double write = rec.write_s, mb = rec.bytes / 1e6;
-  LogInfo("checkpoint step %d committed: %d shards, %.1f MB, snapshot stall %.1f ms, write "
-          "%.3f s (%.0f MB/s), %.2f s after the request", step, m.shards.size(), mb,
-          rec.snapshot_stall_s * 1e3, write, write > 0 ? mb / write : 0.0,
-          rec.commit_latency_s);
+  LogInfo(
+      "checkpoint step %d committed: %d shards, %.1f MB, snapshot stall %.1f ms, write "
+      "%.3f s (%.0f MB/s), %.2f s after the request",
+      step, m.shards.size(), mb, rec.snapshot_stall_s * 1e3, write, write > 0 ? mb / write : 0.0,
+      rec.commit_latency_s);
   std::ofstream((fs::path(options_.run_dir) / "metrics.jsonl").string(), std::ios::app)
       << MetricsLine(rec);
   {
@@ -271,10 +272,11 @@ absl::StatusOr<int64_t> Controller::Recover(const absl::Status& failure, int64_t
   rec.replaced_ranks = dead;
   rec.reason = std::string(failure.message());
   rec.seconds = Since(t0);
-  LogInfo("recovered in %.2f s: generation %d, resuming from %s (step %d); %d step(s) of work "
-          "lost",
-          rec.seconds, generation_, dir.empty() ? "the initial weights" : dir, step,
-          failed_step - step);
+  LogInfo(
+      "recovered in %.2f s: generation %d, resuming from %s (step %d); %d step(s) of work "
+      "lost",
+      rec.seconds, generation_, dir.empty() ? "the initial weights" : dir, step,
+      failed_step - step);
   {
     std::lock_guard<std::mutex> lock(mu_);
     recovery_records_.push_back(std::move(rec));
@@ -290,9 +292,9 @@ absl::Status Controller::Run() {
   // A --schedule-csv is not in config.yaml: keep the CSV itself for --resume.
   RETURN_IF_ERROR(SaveSchedule(plan_, options_.run_dir));
   RETURN_IF_ERROR(WaitForWorkers());
-  LogInfo("all %d workers joined; %s schedule, %d stages, %d replica(s), steps %d..%d",
-          world_size_, plan_.schedule.type, plan_.schedule.num_stages, plan_.data_parallel,
-          start_step_, total_steps_);
+  LogInfo("all %d workers joined; %s schedule, %d stages, %d replica(s), steps %d..%d", world_size_,
+          plan_.schedule.type, plan_.schedule.num_stages, plan_.data_parallel, start_step_,
+          total_steps_);
   absl::Status status = ResumeAll(resume_from_);
   int64_t step = start_step_;
   while (status.ok() && step < total_steps_) {
@@ -314,10 +316,10 @@ absl::Status Controller::Run() {
     absl::StatusOr<int64_t> resumed = Recover(s, step);
     // Another worker can die while the job is recovering: recover again (the restart budget
     // bounds this). Exhausted restarts (kFailedPrecondition) or a stop end the job.
-    for (int attempt = 1; attempt <= config_.fault.max_restarts && !resumed.ok() &&
-                           (absl::IsUnavailable(resumed.status()) ||
-                            absl::IsDeadlineExceeded(resumed.status()) ||
-                            absl::IsInternal(resumed.status()));
+    for (int attempt = 1;
+         attempt <= config_.fault.max_restarts && !resumed.ok() &&
+         (absl::IsUnavailable(resumed.status()) || absl::IsDeadlineExceeded(resumed.status()) ||
+          absl::IsInternal(resumed.status()));
          ++attempt) {
       LogWarning("recovery attempt %d failed: %s", attempt, resumed.status().message());
       resumed = Recover(resumed.status(), step);

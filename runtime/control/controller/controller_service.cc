@@ -3,9 +3,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/control/controller/controller_handlers.h"
-#include "base/status_macros.h"
 
 namespace xhc::controller {
 namespace {
@@ -45,8 +45,7 @@ CallInfo CallOf(const grpc::ServerContext* ctx) {
 
 class ControllerServer::Service final : public proto::Controller::Service {
  public:
-  Service(Controller* controller, std::string token)
-      : handlers_(controller, std::move(token)) {}
+  Service(Controller* controller, std::string token) : handlers_(controller, std::move(token)) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const proto::RegisterRequest* req,
                         proto::RegisterResponse* resp) override {

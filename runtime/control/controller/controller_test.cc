@@ -137,8 +137,7 @@ class FakeWorker {
         commands_.push_back(*cmd);
       }
       if (cmd->kind() == proto::Command::SHUTDOWN) break;
-      if (cmd->kind() == proto::Command::RUN_STEP && cmd->step() == script_.die_at_step &&
-          !died_) {
+      if (cmd->kind() == proto::Command::RUN_STEP && cmd->step() == script_.die_at_step && !died_) {
         died_ = true;
         break;
       }
@@ -184,8 +183,7 @@ class FakeWorker {
       case proto::Command::CHECKPOINT: {
         // A real shard: the controller's commit verifies what it references.
         std::vector<float> values = {static_cast<float>(cmd.step()), static_cast<float>(rank_)};
-        std::vector<TensorView> views = {
-            {absl::StrCat("rank", rank_, ".w"), {2}, values.data()}};
+        std::vector<TensorView> views = {{absl::StrCat("rank", rank_, ".w"), {2}, values.data()}};
         absl::StatusOr<ShardRecord> shard =
             WriteShard(cmd.checkpoint_dir(), absl::StrCat("rank", rank_, ".safetensors"), views);
         if (!shard.ok()) return shard.status();
@@ -198,9 +196,7 @@ class FakeWorker {
         for (const std::string& t : shard->tensors) info->add_tensors(t);
         return ctl_->Report(report);
       }
-      case proto::Command::RESUME:
-        report.mutable_ready();
-        return ctl_->Report(report);
+      case proto::Command::RESUME: report.mutable_ready(); return ctl_->Report(report);
       default:  // ABORT: nothing to tear down
         return absl::OkStatus();
     }
@@ -270,7 +266,7 @@ TEST(ControllerTest, MergesLossesFromEveryRankAndCommitsCheckpoints) {
   absl::StatusOr<Manifest> m = VerifyCheckpoint(*latest);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->step, 4);
-  EXPECT_EQ(m->shards.size(), 2u);  // one per rank
+  EXPECT_EQ(m->shards.size(), 2u);                                    // one per rank
   EXPECT_EQ(CommittedStepDirs(run_dir + "/checkpoints").size(), 2u);  // steps 2 and 4
 }
 
@@ -427,7 +423,8 @@ TEST(ControllerTest, ReplacesAWorkerThatDiesMidStepAndResumesFromTheCheckpoint) 
   std::vector<int64_t> gen1_steps;
   for (const proto::Command& c : survivor_commands) {
     if (c.kind() == proto::Command::ABORT && c.generation() == 1) aborted = true;
-    if (c.kind() == proto::Command::RESUME && c.generation() == 1) resumed_from = c.checkpoint_dir();
+    if (c.kind() == proto::Command::RESUME && c.generation() == 1)
+      resumed_from = c.checkpoint_dir();
     if (c.kind() == proto::Command::RUN_STEP && c.generation() == 1) gen1_steps.push_back(c.step());
     EXPECT_LE(c.generation(), 1);
   }

@@ -42,8 +42,7 @@ std::string MetricsLine(const CheckpointRecord& r) {
 }
 
 double WallTime() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace xhc::controller

@@ -51,8 +51,8 @@ struct RecoveryRecord {
   int64_t failed_step = 0;   // the step that was running (1-based)
   int64_t resumed_step = 0;  // the checkpoint's step it rolled back to
   std::vector<int> replaced_ranks;
-  std::string reason;        // the failure that started it
-  double seconds = 0;        // failure detected -> every rank ready again
+  std::string reason;  // the failure that started it
+  double seconds = 0;  // failure detected -> every rank ready again
 };
 
 struct WorkerView {

@@ -24,15 +24,20 @@ absl::StatusOr<plan::JobPlan> PlanForRun(const Config& config, int workers, int 
   if (!named.empty()) {
     absl::StatusOr<std::string> text = ReadWholeFile(named);
     if (!text.ok()) {
-      LogWarning("resume: schedule CSV %s cannot be read; running the copy saved when the job "
-                 "started, %s", named, saved_path);
+      LogWarning(
+          "resume: schedule CSV %s cannot be read; running the copy saved when the job "
+          "started, %s",
+          named, saved_path);
     } else if (*text != saved) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "resume: the schedule CSV ", named, " (xxhash64 ", XxHash64Hex(*text),
-          ") differs from the one this job ran, saved as ", saved_path, " (xxhash64 ",
-          XxHash64Hex(saved), ") when it started; restore ", named, ", or name the saved "
-          "copy instead (--schedule-csv ", saved_path, ") to continue on the schedule the job "
-          "ran"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("resume: the schedule CSV ", named, " (xxhash64 ", XxHash64Hex(*text),
+                       ") differs from the one this job ran, saved as ", saved_path, " (xxhash64 ",
+                       XxHash64Hex(saved), ") when it started; restore ", named,
+                       ", or name the saved "
+                       "copy instead (--schedule-csv ",
+                       saved_path,
+                       ") to continue on the schedule the job "
+                       "ran"));
     }
   }
   LogInfo("resume: running the schedule CSV saved in %s", saved_path);

@@ -40,7 +40,8 @@ class SavedSchedule : public ::testing::Test {
     return c;
   }
   std::string root_, run_, csv_;
-  Config config_;  // pipeline.schedule 1f1b, no CSV: what RUN/config.yaml holds after --schedule-csv
+  Config
+      config_;  // pipeline.schedule 1f1b, no CSV: what RUN/config.yaml holds after --schedule-csv
 };
 
 TEST_F(SavedSchedule, ResumeRunsTheSavedCsvUnasked) {

@@ -1,14 +1,13 @@
 #include "runtime/control/dashboard/dashboard_server.h"
 
 #include <arpa/inet.h>
-
 #include <httplib.h>
 
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "runtime/control/dashboard/dashboard_page.h"
 #include "runtime/control/dashboard/prometheus_text.h"
 #include "runtime/control/dashboard/state_json.h"
@@ -41,8 +40,7 @@ absl::StatusOr<HostPort> ParseHostPort(const std::string& address) {
   if (absl::StartsWith(address, "[")) {
     const size_t close = address.find("]:");
     if (close == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--http ", address, ": expected [IPV6]:PORT"));
+      return absl::InvalidArgumentError(absl::StrCat("--http ", address, ": expected [IPV6]:PORT"));
     }
     hp.host = address.substr(1, close - 1);
     port = address.substr(close + 2);
@@ -107,8 +105,10 @@ void DashboardServer::Route() {
     if (SameToken(given, token_)) return httplib::Server::HandlerResponse::Unhandled;
     res.status = 401;
     res.set_header("WWW-Authenticate", "Bearer");
-    res.set_content("401: this dashboard needs the job token (Authorization: Bearer TOKEN, or "
-                    "?token=TOKEN)\n", "text/plain");
+    res.set_content(
+        "401: this dashboard needs the job token (Authorization: Bearer TOKEN, or "
+        "?token=TOKEN)\n",
+        "text/plain");
     return httplib::Server::HandlerResponse::Handled;
   });
   server_->Get("/", [](const httplib::Request&, httplib::Response& res) {

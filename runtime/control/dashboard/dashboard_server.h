@@ -38,8 +38,9 @@ class DashboardServer {
  public:
   // Listens on `address`. `token` is required from clients unless the address is loopback;
   // a non-loopback address with an empty token is refused.
-  static absl::StatusOr<std::unique_ptr<DashboardServer>> Start(
-      controller::Controller* controller, const std::string& address, const std::string& token);
+  static absl::StatusOr<std::unique_ptr<DashboardServer>> Start(controller::Controller* controller,
+                                                                const std::string& address,
+                                                                const std::string& token);
   ~DashboardServer();
 
   int port() const { return port_; }

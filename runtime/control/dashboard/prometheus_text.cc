@@ -48,8 +48,7 @@ class Family {
     if (!labels.empty()) {
       absl::StrAppend(out_, "{");
       for (size_t i = 0; i < labels.size(); ++i) {
-        absl::StrAppend(out_, i ? "," : "", labels[i].first, "=\"", Escape(labels[i].second),
-                        "\"");
+        absl::StrAppend(out_, i ? "," : "", labels[i].first, "=\"", Escape(labels[i].second), "\"");
       }
       absl::StrAppend(out_, "}");
     }
@@ -139,7 +138,9 @@ void WorkerFamilies(const controller::JobView& v, std::string* out) {
   Family info(out, "xhc_worker_info", "gauge",
               "A rank's worker: host, worker id and health (always 1).");
   for (const controller::WorkerView& w : v.workers) {
-    info.Add(1, {{"rank", absl::StrCat(w.rank)}, {"host", w.host}, {"worker_id", w.worker_id},
+    info.Add(1, {{"rank", absl::StrCat(w.rank)},
+                 {"host", w.host},
+                 {"worker_id", w.worker_id},
                  {"health", w.health}});
   }
   Family up(out, "xhc_worker_up", "gauge", "1 while a rank's worker is alive and beating.");

@@ -26,19 +26,19 @@ json StepJson(const controller::StepRecord& s) {
 }
 
 json CheckpointJson(const controller::CheckpointRecord& c) {
-  return {{"step", c.step},
-          {"wall_time", c.wall_time},
-          {"bytes", c.bytes},
-          {"snapshot_stall_s", c.snapshot_stall_s},
-          {"write_s", c.write_s},
-          {"commit_latency_s", c.commit_latency_s},
+  return {{"step", c.step},       {"wall_time", c.wall_time},
+          {"bytes", c.bytes},     {"snapshot_stall_s", c.snapshot_stall_s},
+          {"write_s", c.write_s}, {"commit_latency_s", c.commit_latency_s},
           {"async", c.async}};
 }
 
 json RecoveryJson(const controller::RecoveryRecord& r) {
-  return {{"generation", r.generation},       {"wall_time", r.wall_time},
-          {"failed_step", r.failed_step},     {"resumed_step", r.resumed_step},
-          {"replaced_ranks", r.replaced_ranks}, {"reason", r.reason},
+  return {{"generation", r.generation},
+          {"wall_time", r.wall_time},
+          {"failed_step", r.failed_step},
+          {"resumed_step", r.resumed_step},
+          {"replaced_ranks", r.replaced_ranks},
+          {"reason", r.reason},
           {"seconds", r.seconds}};
 }
 

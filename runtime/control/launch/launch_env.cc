@@ -28,9 +28,8 @@ const std::string* Lookup(const EnvMap& env, const std::string& name) {
 absl::StatusOr<int> ParseCount(const std::string& what, const std::string& value, int min) {
   int64_t v;
   if (!absl::SimpleAtoi(value, &v) || v < min || v > INT_MAX) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, "='", value, "' is not ", min == 0 ? "a non-negative" : "a positive",
-                     " integer"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, "='", value, "' is not ", min == 0 ? "a non-negative" : "a positive", " integer"));
   }
   return static_cast<int>(v);
 }
@@ -86,10 +85,10 @@ absl::Status ResolveController(const LaunchFlags& flags, const EnvMap& env, Work
   const std::string* port = Lookup(env, "MASTER_PORT");
   if (addr != nullptr || port != nullptr) {
     if (addr == nullptr || port == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          addr == nullptr ? "MASTER_PORT" : "MASTER_ADDR", " is set but ",
-          addr == nullptr ? "MASTER_ADDR" : "MASTER_PORT",
-          " is not: torchrun-style launches need both"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(addr == nullptr ? "MASTER_PORT" : "MASTER_ADDR", " is set but ",
+                       addr == nullptr ? "MASTER_ADDR" : "MASTER_PORT",
+                       " is not: torchrun-style launches need both"));
     }
     if (HasSpace(*addr)) {
       return absl::InvalidArgumentError(absl::StrCat("MASTER_ADDR='", *addr, "' is not a host"));
@@ -103,7 +102,8 @@ absl::Status ResolveController(const LaunchFlags& flags, const EnvMap& env, Work
     const std::string* list = Lookup(env, name);
     if (list == nullptr) continue;
     absl::StatusOr<std::string> host = FirstSlurmHost(*list);
-    if (!host.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", host.status().message()));
+    if (!host.ok())
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", host.status().message()));
     int p = kDefaultControllerPort;
     std::string port_from = "default port";
     if (!flags.controller_port.empty()) {
@@ -153,9 +153,8 @@ absl::StatusOr<WorkerLaunch> ResolveWorkerLaunch(const LaunchFlags& flags, const
                                {"WORLD_SIZE", "SLURM_NTASKS", "SLURM_NPROCS"}, 1, env,
                                &out.world_size, &out.world_from));
   if (out.world_size > 0 && out.rank_hint >= out.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(out.rank_from, "=", out.rank_hint,
-                                                   " is not below ", out.world_from, "=",
-                                                   out.world_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        out.rank_from, "=", out.rank_hint, " is not below ", out.world_from, "=", out.world_size));
   }
   return out;
 }

@@ -6,11 +6,15 @@ namespace xhc::launch {
 namespace {
 
 // What `srun` exports to task 1 of a 2-task step on nodes node[07-08].
-const EnvMap kSlurm = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_NPROCS", "2"},
+const EnvMap kSlurm = {{"SLURM_PROCID", "1"},
+                       {"SLURM_NTASKS", "2"},
+                       {"SLURM_NPROCS", "2"},
                        {"SLURM_JOB_NODELIST", "node[07-08]"}};
 // What torchrun (or a Kubernetes PyTorchJob) exports to rank 3 of 4.
-const EnvMap kTorchrun = {{"MASTER_ADDR", "trainer-master-0"}, {"MASTER_PORT", "29500"},
-                          {"RANK", "3"}, {"WORLD_SIZE", "4"}};
+const EnvMap kTorchrun = {{"MASTER_ADDR", "trainer-master-0"},
+                          {"MASTER_PORT", "29500"},
+                          {"RANK", "3"},
+                          {"WORLD_SIZE", "4"}};
 
 EnvMap Merge(EnvMap a, const EnvMap& b) {
   for (const auto& [k, v] : b) a[k] = v;
@@ -36,7 +40,9 @@ TEST(LaunchEnv, SlurmAloneGivesFirstNodeDefaultPortRankAndWorld) {
 }
 
 TEST(LaunchEnv, SlurmPortFromFlagThenEnvAndOlderVariableNames) {
-  EnvMap env = {{"SLURM_PROCID", "0"}, {"SLURM_NPROCS", "3"}, {"SLURM_NODELIST", "a1,b2"},
+  EnvMap env = {{"SLURM_PROCID", "0"},
+                {"SLURM_NPROCS", "3"},
+                {"SLURM_NODELIST", "a1,b2"},
                 {"XHC_CONTROLLER_PORT", "8000"}};
   absl::StatusOr<WorkerLaunch> r = ResolveWorkerLaunch({}, env);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -125,15 +131,15 @@ TEST(LaunchEnv, MalformedValuesNameTheirVariable) {
             "SLURM_PROCID='1.0' is not a non-negative integer");
   EXPECT_EQ(ErrorOf({}, Merge(kSlurm, {{"XHC_CONTROLLER_PORT", "http"}})),
             "XHC_CONTROLLER_PORT='http' is not a TCP port (1-65535)");
-  EXPECT_NE(ErrorOf({}, Merge(kSlurm, {{"SLURM_JOB_NODELIST", "node[07-08"}})).find(
-                "SLURM_JOB_NODELIST: 'node[07-08': unclosed '['"),
+  EXPECT_NE(ErrorOf({}, Merge(kSlurm, {{"SLURM_JOB_NODELIST", "node[07-08"}}))
+                .find("SLURM_JOB_NODELIST: 'node[07-08': unclosed '['"),
             std::string::npos);
-  EXPECT_NE(ErrorOf({}, {{"XHC_CONTROLLER", "ctl-host"}}).find("XHC_CONTROLLER='ctl-host' is not HOST:PORT"),
+  EXPECT_NE(ErrorOf({}, {{"XHC_CONTROLLER", "ctl-host"}})
+                .find("XHC_CONTROLLER='ctl-host' is not HOST:PORT"),
             std::string::npos);
   LaunchFlags flags;
   flags.controller = "::1:7070";
-  EXPECT_NE(ErrorOf(flags, {}).find("--controller='::1:7070' is not HOST:PORT"),
-            std::string::npos);
+  EXPECT_NE(ErrorOf(flags, {}).find("--controller='::1:7070' is not HOST:PORT"), std::string::npos);
 }
 
 TEST(LaunchEnv, HalfATorchrunAddressIsAnError) {
@@ -156,9 +162,9 @@ TEST(LaunchEnv, NoSourceAtAllListsTheChoices) {
 
 TEST(LaunchEnv, LowerSourcesAreNotRead) {
   // A broken Slurm variable under a complete torchrun set is never consulted.
-  absl::StatusOr<WorkerLaunch> r =
-      ResolveWorkerLaunch({}, Merge(kTorchrun, {{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "y"},
-                                                {"SLURM_JOB_NODELIST", "[["}}));
+  absl::StatusOr<WorkerLaunch> r = ResolveWorkerLaunch(
+      {}, Merge(kTorchrun,
+                {{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "y"}, {"SLURM_JOB_NODELIST", "[["}}));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->rank_hint, 3);
 }

@@ -7,12 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -20,9 +20,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/common/log.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
+#include "runtime/common/log.h"
 #include "runtime/control/controller/controller.h"
 #include "runtime/control/controller/controller_service.h"
 #include "runtime/control/dashboard/dashboard_server.h"
@@ -97,8 +97,8 @@ void Reap(std::vector<Child>& children, double grace_s) {
                         std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
   for (Child& c : children) {
     if (c.pid > 0) {
-      const double left = std::chrono::duration<double>(deadline -
-                                                        std::chrono::steady_clock::now()).count();
+      const double left =
+          std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
       WaitWithTimeout(c.pid, std::max(0.0, left));
       c.pid = -1;
     }
@@ -167,10 +167,11 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, cores / world);
   if (world > cores) {
-    LogWarning("%d workers on %d cores: the operating system time-slices them, so step times "
-               "and exposed communication measure its scheduler, not the pipeline (use "
-               "pipeline.workers x pipeline.data_parallel <= %d on this machine)", world, cores,
-               cores);
+    LogWarning(
+        "%d workers on %d cores: the operating system time-slices them, so step times "
+        "and exposed communication measure its scheduler, not the pipeline (use "
+        "pipeline.workers x pipeline.data_parallel <= %d on this machine)",
+        world, cores, cores);
   }
   std::vector<Child> children;
   std::mutex children_mu;

@@ -20,7 +20,7 @@ struct LaunchOptions {
   std::string out_dir;    // run directory
   bool resume = false;    // continue from out_dir/checkpoints
   bool quiet = false;
-  std::string http;       // "HOST:PORT": serve the dashboard and /metrics there ("" = not)
+  std::string http;  // "HOST:PORT": serve the dashboard and /metrics there ("" = not)
 };
 
 absl::Status RunLaunch(const Config& config, const LaunchOptions& options);

@@ -98,18 +98,20 @@ RunResult ExecuteRun(const Context& ctx, const AblationRun& run) {
     return r;
   }
   const std::string threads = absl::StrCat(ctx.config.threads_per_run);
-  const std::vector<std::pair<std::string, std::string>> env = {
-      {"OMP_NUM_THREADS", threads}, {"OPENBLAS_NUM_THREADS", threads}};
+  const std::vector<std::pair<std::string, std::string>> env = {{"OMP_NUM_THREADS", threads},
+                                                                {"OPENBLAS_NUM_THREADS", threads}};
   // The pid file is written by a tiny shell in front of the child (exec keeps the pid), so
   // it exists before training starts.
-  const study::ChildResult child = study::RunChild(
-      {"/bin/sh", "-c", "echo $$ > \"$1/child.pid\" && exec \"$2\" train --config \"$1/config.yaml\" --out \"$1/run\"",
-       "sh", dir, ctx.options.xhc_binary},
-      env, log, ctx.config.run_timeout_s);
+  const study::ChildResult child =
+      study::RunChild({"/bin/sh", "-c",
+                       "echo $$ > \"$1/child.pid\" && exec \"$2\" train --config "
+                       "\"$1/config.yaml\" --out \"$1/run\"",
+                       "sh", dir, ctx.options.xhc_binary},
+                      env, log, ctx.config.run_timeout_s);
   r.wall_s = child.wall_s;
   if (!child.error.empty() || child.exit_code != 0) {
-    r.failure = absl::StrCat(FailureText(child, ctx.config.run_timeout_s), "\n",
-                             study::TailLines(log, 6));
+    r.failure =
+        absl::StrCat(FailureText(child, ctx.config.run_timeout_s), "\n", study::TailLines(log, 6));
     return r;
   }
   absl::StatusOr<std::string> metrics = ReadWholeFile(dir + "/run/metrics.jsonl");
@@ -186,11 +188,12 @@ absl::Status RunAblation(const AblationOptions& o, std::ostream& progress) {
   std::stable_sort(todo.begin(), todo.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
   double total_cost = 0, done_cost = 0;
   for (size_t i : todo) total_cost += cost[i];
-  progress << absl::StrFormat("ablation: %zu runs (%zu variants x %zu seeds, %d steps each), "
-                              "%d already done, %d at a time x %d thread(s)\n",
-                              runs.size(), out.config.variants.size(), out.config.seeds.size(),
-                              out.config.steps, out.skipped, out.config.parallel_runs,
-                              out.config.threads_per_run)
+  progress << absl::StrFormat(
+                  "ablation: %zu runs (%zu variants x %zu seeds, %d steps each), "
+                  "%d already done, %d at a time x %d thread(s)\n",
+                  runs.size(), out.config.variants.size(), out.config.seeds.size(),
+                  out.config.steps, out.skipped, out.config.parallel_runs,
+                  out.config.threads_per_run)
            << std::flush;
   std::mutex mu;
   std::atomic<size_t> next{0};
@@ -212,12 +215,11 @@ absl::Status RunAblation(const AblationOptions& o, std::ostream& progress) {
       const std::string eta =
           done_cost > 0 ? Clock(elapsed * (total_cost - done_cost) / done_cost) : "?";
       if (r.ok) {
-        progress << absl::StrFormat("[%d/%zu] %s: val loss %.4f, %.0f tok/s, %.0f s%s  "
-                                    "elapsed %s  ETA %s\n",
-                                    finished, todo.size(), run.id, r.final_val_loss(),
-                                    r.tokens_per_s, r.wall_s,
-                                    r.has_diagnostics ? "" : "  (diagnostics FAILED)",
-                                    Clock(elapsed), eta);
+        progress << absl::StrFormat(
+            "[%d/%zu] %s: val loss %.4f, %.0f tok/s, %.0f s%s  "
+            "elapsed %s  ETA %s\n",
+            finished, todo.size(), run.id, r.final_val_loss(), r.tokens_per_s, r.wall_s,
+            r.has_diagnostics ? "" : "  (diagnostics FAILED)", Clock(elapsed), eta);
       } else {
         ++failed;
         progress << absl::StrFormat("[%d/%zu] %s FAILED: %s\n  elapsed %s  ETA %s\n", finished,
@@ -245,10 +247,10 @@ absl::Status RunAblation(const AblationOptions& o, std::ostream& progress) {
   out.pending = 0;
   RETURN_IF_ERROR(WriteAblationCharts(out, o.out_dir));
   RETURN_IF_ERROR(WriteFileAtomic(o.out_dir + "/report.md", RenderAblationReport(out)));
-  progress << absl::StrFormat("ablation done in %s: %zu runs (%d run now, %d failed, %d from "
-                              "earlier); report %s/report.md\n",
-                              Clock(out.wall_s), runs.size(), finished, failed, out.skipped,
-                              o.out_dir);
+  progress << absl::StrFormat(
+      "ablation done in %s: %zu runs (%d run now, %d failed, %d from "
+      "earlier); report %s/report.md\n",
+      Clock(out.wall_s), runs.size(), finished, failed, out.skipped, o.out_dir);
   return absl::OkStatus();
 }
 

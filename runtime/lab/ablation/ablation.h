@@ -36,10 +36,10 @@ struct RunResult {
   std::string failure;
   int steps = 0;
   double tokens_per_step = 0;
-  FlopCount flops;              // per token
-  double wall_s = 0;            // the child's wall time (training + evaluations)
-  double train_s = 0;           // sum of step times
-  double tokens_per_s = 0;      // training tokens / train_s
+  FlopCount flops;          // per token
+  double wall_s = 0;        // the child's wall time (training + evaluations)
+  double train_s = 0;       // sum of step times
+  double tokens_per_s = 0;  // training tokens / train_s
   std::vector<CurvePoint> curve;
   bool has_diagnostics = false;
   Diagnostics diagnostics;

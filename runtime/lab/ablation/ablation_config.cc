@@ -28,10 +28,12 @@ const std::vector<std::pair<std::string, std::string>>& Table() {
       {"mhc4_conv", "{type: mhc, n_streams: 4, conv_kernels: [4, 8, 12]}"},
       {"mhc16", "{type: mhc, n_streams: 16}"},
       {"xhc", "{type: xhc, n_streams: 16, n_active: 4, n_fixed: 2, conv_kernels: [4, 8, 12]}"},
-      {"xhc_flash2", "{type: xhc_flash, n_streams: 16, n_active: 4, n_fixed: 2, "
-                     "conv_kernels: [4, 8, 12], window: 2}"},
-      {"xhc_flash4", "{type: xhc_flash, n_streams: 16, n_active: 4, n_fixed: 2, "
-                     "conv_kernels: [4, 8, 12], window: 4}"},
+      {"xhc_flash2",
+       "{type: xhc_flash, n_streams: 16, n_active: 4, n_fixed: 2, "
+       "conv_kernels: [4, 8, 12], window: 2}"},
+      {"xhc_flash4",
+       "{type: xhc_flash, n_streams: 16, n_active: 4, n_fixed: 2, "
+       "conv_kernels: [4, 8, 12], window: 4}"},
   };
   return *t;
 }
@@ -51,8 +53,10 @@ absl::Status ReadBlock(ConfigReader& r, AblationConfig* c) {
   for (const std::string& v : c->variants) {
     if (!VariantResidualYaml(v).ok()) {
       std::string known;
-      for (const std::string& k : KnownVariants()) absl::StrAppend(&known, known.empty() ? "" : ", ", k);
-      return Invalid(r.Key("variants"), absl::StrCat("unknown variant '", v, "' (known: ", known, ")"));
+      for (const std::string& k : KnownVariants())
+        absl::StrAppend(&known, known.empty() ? "" : ", ", k);
+      return Invalid(r.Key("variants"),
+                     absl::StrCat("unknown variant '", v, "' (known: ", known, ")"));
     }
     if (!seen.insert(v).second) return Invalid(r.Key("variants"), absl::StrCat("'", v, "' twice"));
   }
@@ -123,7 +127,8 @@ absl::StatusOr<AblationConfig> LoadAblationConfig(const std::string& path) {
   text << in.rdbuf();
   auto parsed = ParseAblationConfig(text.str());
   if (!parsed.ok()) {
-    return absl::Status(parsed.status().code(), absl::StrCat(path, ": ", parsed.status().message()));
+    return absl::Status(parsed.status().code(),
+                        absl::StrCat(path, ": ", parsed.status().message()));
   }
   return parsed;
 }

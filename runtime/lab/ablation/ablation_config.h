@@ -43,7 +43,7 @@ struct AblationConfig {
 };
 
 struct AblationRun {
-  std::string id;       // "xhc-s1": the run directory and result file name
+  std::string id;  // "xhc-s1": the run directory and result file name
   std::string variant;
   int seed = 0;
   std::string job_yaml;  // the complete job config of this run

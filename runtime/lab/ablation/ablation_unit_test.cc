@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "runtime/lab/ablation/ablation.h"
 #include "runtime/common/config.h"
+#include "runtime/lab/ablation/ablation.h"
 
 namespace xhc::ablation {
 namespace {
@@ -16,7 +16,8 @@ const char kJob[] =
 TEST(AblationConfigTest, ExpandsVariantsTimesSeedsWithTheSameDataPerSeed) {
   auto c = ParseAblationConfig(absl::StrCat(
       "ablation: {variants: [vanilla, mhc4_conv, xhc_flash4], seeds: [7, 8], steps: 4, "
-      "eval_every: 2}\n", kJob));
+      "eval_every: 2}\n",
+      kJob));
   ASSERT_TRUE(c.ok()) << c.status();
   auto runs = ExpandAblationRuns(*c);
   ASSERT_TRUE(runs.ok()) << runs.status();
@@ -46,8 +47,7 @@ TEST(AblationConfigTest, BadInputNamesTheKey) {
   auto typo = ParseAblationConfig(absl::StrCat("ablation: {sedes: [1]}\n", kJob));
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.status().message().find("sedes"), std::string::npos);
-  auto seed = ParseAblationConfig(
-      "ablation: {}\njob:\n  train: {seed: 3}\n");
+  auto seed = ParseAblationConfig("ablation: {}\njob:\n  train: {seed: 3}\n");
   ASSERT_FALSE(seed.ok());
   EXPECT_NE(seed.status().message().find("job.train"), std::string::npos);
 }
@@ -79,11 +79,10 @@ TEST(AblationResultTest, MetricsAndJsonRoundTrip) {
   r.seed = 1;
   r.steps = 2;
   r.tokens_per_step = 100;
-  ASSERT_TRUE(ParseTrainMetrics(
-                  "{\"step\": 1, \"loss\": 5, \"step_s\": 0.5}\n"
-                  "{\"step\": 2, \"loss\": 4, \"step_s\": 1.5, \"val_loss\": 4.25}\n"
-                  "{\"checkpoint\": 2}\n",
-                  &r)
+  ASSERT_TRUE(ParseTrainMetrics("{\"step\": 1, \"loss\": 5, \"step_s\": 0.5}\n"
+                                "{\"step\": 2, \"loss\": 4, \"step_s\": 1.5, \"val_loss\": 4.25}\n"
+                                "{\"checkpoint\": 2}\n",
+                                &r)
                   .ok());
   ASSERT_EQ(r.curve.size(), 1u);
   EXPECT_DOUBLE_EQ(r.curve[0].train_s, 2.0);
@@ -95,7 +94,8 @@ TEST(AblationResultTest, MetricsAndJsonRoundTrip) {
   EXPECT_DOUBLE_EQ(back->final_val_loss(), 4.25);
   RunResult short_run = r;
   short_run.steps = 3;
-  EXPECT_FALSE(ParseTrainMetrics("{\"step\": 1, \"step_s\": 1, \"val_loss\": 3}\n", &short_run).ok());
+  EXPECT_FALSE(
+      ParseTrainMetrics("{\"step\": 1, \"step_s\": 1, \"val_loss\": 3}\n", &short_run).ok());
 }
 
 // The findings follow the numbers: the same report code says "holds" for one set of
@@ -127,7 +127,8 @@ TEST(AblationReportTest, FindingsFollowTheNumbers) {
   // Every variant's seeds move together: the paired difference has no spread at all.
   EXPECT_NE(good.find("paired by seed -0.5000 ± 0.0000 over 2 seeds, more than twice its "
                       "standard error"),
-            std::string::npos) << good;
+            std::string::npos)
+      << good;
   for (RunResult& r : o.runs) {
     if (r.variant == "xhc") r.curve.back().val_loss += 2;
   }

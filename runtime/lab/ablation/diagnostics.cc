@@ -67,8 +67,8 @@ absl::StatusOr<Diagnostics> ComputeDiagnostics(const ModelConfig& config,
       for (int t = 0; t < n * c.dims.k; ++t) load[c.idx[t]] += 1.0;
     }
   });
-  ASSIGN_OR_RETURN(d.loss, model.ForwardOnly(batch.batch, batch.inputs.data(),
-                                             batch.targets.data(), nullptr, nullptr, nullptr));
+  ASSIGN_OR_RETURN(d.loss, model.ForwardOnly(batch.batch, batch.inputs.data(), batch.targets.data(),
+                                             nullptr, nullptr, nullptr));
   model.set_sublayer_observer(nullptr);
   if (observed == 0) {  // vanilla: one stream, every sublayer's mixing is the scalar 1
     d.depth.assign(2 * config.n_layers, composite.Stats());
@@ -98,15 +98,17 @@ absl::StatusOr<Diagnostics> ComputeDiagnostics(const ModelConfig& config,
 std::string DiagnosticsJson(const Diagnostics& d) {
   nlohmann::json depth = nlohmann::json::array();
   for (const MixingStats& s : d.depth) {
-    depth.push_back({{"forward_max", s.forward_max}, {"forward_mean", s.forward_mean},
-                     {"backward_max", s.backward_max}, {"backward_mean", s.backward_mean},
+    depth.push_back({{"forward_max", s.forward_max},
+                     {"forward_mean", s.forward_mean},
+                     {"backward_max", s.backward_max},
+                     {"backward_mean", s.backward_mean},
                      {"self_share", s.self_share}});
   }
   nlohmann::json grads = nlohmann::json::object();
   for (const auto& [g, v] : d.grad_norms) grads[g] = v;
-  return nlohmann::json{{"residual", d.residual}, {"n_streams", d.n_streams}, {"loss", d.loss},
-                        {"depth", depth}, {"grad_norms", grads},
-                        {"router_load", d.router_load}}
+  return nlohmann::json{{"residual", d.residual}, {"n_streams", d.n_streams},
+                        {"loss", d.loss},         {"depth", depth},
+                        {"grad_norms", grads},    {"router_load", d.router_load}}
       .dump();
 }
 
@@ -122,7 +124,8 @@ absl::StatusOr<Diagnostics> ParseDiagnosticsJson(const std::string& text) {
                          s.at("backward_max").get<double>(), s.at("backward_mean").get<double>(),
                          s.at("self_share").get<double>()});
     }
-    for (const auto& [g, v] : j.at("grad_norms").items()) d.grad_norms.push_back({g, v.get<double>()});
+    for (const auto& [g, v] : j.at("grad_norms").items())
+      d.grad_norms.push_back({g, v.get<double>()});
     d.router_load = j.at("router_load").get<std::vector<double>>();
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("diagnostics JSON: ", e.what()));

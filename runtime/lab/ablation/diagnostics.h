@@ -16,20 +16,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/lab/ablation/mixing_gain.h"
 #include "runtime/common/config.h"
 #include "runtime/data/sampler.h"
+#include "runtime/lab/ablation/mixing_gain.h"
 #include "runtime/model/params.h"
 
 namespace xhc::ablation {
 
 struct Diagnostics {
-  std::string residual;             // type name
+  std::string residual;  // type name
   int n_streams = 1;
-  double loss = 0;                  // the batch's mean loss
-  std::vector<MixingStats> depth;   // [q]: composite of sublayers 0..q (2·L entries)
+  double loss = 0;                 // the batch's mean loss
+  std::vector<MixingStats> depth;  // [q]: composite of sublayers 0..q (2·L entries)
   std::vector<std::pair<std::string, double>> grad_norms;  // group -> L2 norm
-  std::vector<double> router_load;  // [stream]; empty without a router
+  std::vector<double> router_load;                         // [stream]; empty without a router
 
   const MixingStats& final() const { return depth.back(); }
 };

@@ -17,9 +17,8 @@ uint64_t Seed() {
 }
 
 ModelConfig Model(const std::string& residual, int layers = 1) {
-  auto c = ParseConfig(
-      "model: {vocab_size: 256, d_model: 16, n_layers: " + std::to_string(layers) +
-      ", n_heads: 2, n_kv_heads: 1, seq_len: 8, residual: " + residual + "}\n");
+  auto c = ParseConfig("model: {vocab_size: 256, d_model: 16, n_layers: " + std::to_string(layers) +
+                       ", n_heads: 2, n_kv_heads: 1, seq_len: 8, residual: " + residual + "}\n");
   EXPECT_TRUE(c.ok()) << c.status();
   return c->model;
 }
@@ -37,7 +36,7 @@ TokenBatch Batch(uint64_t seed) {
 }
 
 absl::StatusOr<Diagnostics> RunDiag(const ModelConfig& m, uint64_t seed,
-                                model::ParamSetT<float>* params) {
+                                    model::ParamSetT<float>* params) {
   return ComputeDiagnostics(m, params, Batch(seed));
 }
 
@@ -45,9 +44,9 @@ TEST(MixingGainTest, EmbedActiveReplacesTheActiveRows) {
   const int idx[] = {2, 0};
   const float hres[] = {0.5f, 0.25f, 0.75f, 0.125f};  // row slot 0: 0.5 e2 + 0.25 e0
   const std::vector<double> m = EmbedActive(4, 2, idx, hres);
-  const std::vector<double> want = {0.125, 0, 0.75, 0,   // row 0 = slot 1
-                                    0,     1, 0,    0,   // passes through
-                                    0.25,  0, 0.5,  0,   // row 2 = slot 0
+  const std::vector<double> want = {0.125, 0, 0.75, 0,  // row 0 = slot 1
+                                    0,     1, 0,    0,  // passes through
+                                    0.25,  0, 0.5,  0,  // row 2 = slot 0
                                     0,     0, 0,    1};
   EXPECT_EQ(m, want);
 }
@@ -83,9 +82,9 @@ TEST(DiagnosticsTest, VanillaGainIsExactlyOne) {
 // matrices is doubly stochastic: the gains stay at 1 over depth, even with random maps.
 TEST(DiagnosticsTest, DoublyStochasticTypesStayAtOne) {
   const uint64_t seed = Seed();
-  for (const std::string res : {"{type: mhc, n_streams: 4}",
-                                "{type: xhc, n_streams: 8, n_active: 4, n_fixed: 2}",
-                                "{type: xhc_flash, n_streams: 8, n_active: 4, n_fixed: 2, window: 2}"}) {
+  for (const std::string res :
+       {"{type: mhc, n_streams: 4}", "{type: xhc, n_streams: 8, n_active: 4, n_fixed: 2}",
+        "{type: xhc_flash, n_streams: 8, n_active: 4, n_fixed: 2, window: 2}"}) {
     SCOPED_TRACE(res);
     const ModelConfig m = Model(res, 2);
     auto params = model::BuildStageParams<float>(m, model::StageSpec::Full(m));

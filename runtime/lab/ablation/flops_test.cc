@@ -8,7 +8,8 @@ namespace {
 ModelConfig Tiny(const std::string& residual) {
   auto c = ParseConfig(
       "model: {vocab_size: 256, d_model: 16, n_layers: 1, n_heads: 2, n_kv_heads: 1, "
-      "d_ff: 64, seq_len: 4, residual: " + residual + "}\n");
+      "d_ff: 64, seq_len: 4, residual: " +
+      residual + "}\n");
   EXPECT_TRUE(c.ok()) << c.status();
   return c->model;
 }

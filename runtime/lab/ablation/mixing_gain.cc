@@ -17,7 +17,9 @@ std::vector<double> EmbedActive(int N, int k, const int* idx, const float* hres)
 }
 
 CompositeMixing::CompositeMixing(int num_tokens, int num_streams)
-    : n_(num_tokens), N_(num_streams), p_(static_cast<size_t>(num_tokens) * num_streams * num_streams) {
+    : n_(num_tokens),
+      N_(num_streams),
+      p_(static_cast<size_t>(num_tokens) * num_streams * num_streams) {
   for (int t = 0; t < n_; ++t) {
     for (int i = 0; i < N_; ++i) p_[(static_cast<size_t>(t) * N_ + i) * N_ + i] = 1.0;
   }

@@ -61,7 +61,7 @@ struct Variant {
   std::string name;
   std::vector<const RunResult*> ok;
   int failed = 0;
-  MeanStd steps, flops, wall;  // validation loss at the three equal budgets
+  MeanStd steps, flops, wall;           // validation loss at the three equal budgets
   std::map<int, double> final_by_seed;  // for comparisons paired by seed
   FlopCount per_token;
   double tokens_per_s = 0, wall_s = 0;
@@ -126,7 +126,8 @@ Summary Summarize(const AblationOutcome& o) {
 MeanStd Paired(const Variant& a, const Variant& b) {
   std::vector<double> d;
   for (const auto& [seed, loss] : a.final_by_seed) {
-    if (auto it = b.final_by_seed.find(seed); it != b.final_by_seed.end()) d.push_back(loss - it->second);
+    if (auto it = b.final_by_seed.find(seed); it != b.final_by_seed.end())
+      d.push_back(loss - it->second);
   }
   return Summarize(d);
 }
@@ -160,7 +161,10 @@ std::string Compare(const Variant& a, const Variant& b) {
     where = absl::StrFormat("within twice the larger seed standard deviation, %.4f", spread);
   }
   return absl::StrFormat("%s %.4f vs %s %.4f (%s by %.4f; %s%s)", a.name, a.steps.mean, b.name,
-                         b.steps.mean, d < 0 ? "lower" : d > 0 ? "higher" : "equal",
+                         b.steps.mean,
+                         d < 0   ? "lower"
+                         : d > 0 ? "higher"
+                                 : "equal",
                          std::abs(d), where, PairedText(a, b));
 }
 
@@ -182,12 +186,13 @@ std::string OrderingParagraph(const Summary& s) {
     return "Not answerable from this study: it needs xhc, mhc4 and vanilla results.";
   }
   const bool xm = x->steps.mean <= m->steps.mean, mv = m->steps.mean < v->steps.mean;
-  std::string text = absl::StrFormat(
-      "At equal steps the paper's ordering xhc ≤ mhc < vanilla %s here: %s; %s.",
-      xm && mv ? "holds" : "does not hold", Compare(*x, *m), Compare(*m, *v));
+  std::string text =
+      absl::StrFormat("At equal steps the paper's ordering xhc ≤ mhc < vanilla %s here: %s; %s.",
+                      xm && mv ? "holds" : "does not hold", Compare(*x, *m), Compare(*m, *v));
   if (xm && mv && !(Resolved(*x, *m) && Resolved(*m, *v))) {
-    absl::StrAppend(&text, " The ordering is in the means, but not every step of it is "
-                           "resolved by these seeds (paired by seed where they pair up).");
+    absl::StrAppend(&text,
+                    " The ordering is in the means, but not every step of it is "
+                    "resolved by these seeds (paired by seed where they pair up).");
   }
   if (m16) absl::StrAppend(&text, " With N = 16 streams, mhc gives: ", Compare(*m16, *x), ".");
   const std::vector<std::string> budgets = {"equal FLOPs", "equal wall-clock"};
@@ -196,13 +201,15 @@ std::string OrderingParagraph(const Summary& s) {
     const MeanStd& b = k == 0 ? m->flops : m->wall;
     const MeanStd& c = k == 0 ? v->flops : v->wall;
     if (a.n == 0 || b.n == 0 || c.n == 0) {
-      absl::StrAppend(&text, " At ", budgets[k], " the comparison is incomplete (a variant's "
+      absl::StrAppend(&text, " At ", budgets[k],
+                      " the comparison is incomplete (a variant's "
                       "curve does not reach back to the budget: n/a in the table).");
       continue;
     }
-    absl::StrAppend(&text, absl::StrFormat(
-        " At %s: xhc %.4f, mhc4 %.4f, vanilla %.4f (the ordering %s).", budgets[k], a.mean,
-        b.mean, c.mean, a.mean <= b.mean && b.mean < c.mean ? "holds" : "does not hold"));
+    absl::StrAppend(
+        &text, absl::StrFormat(" At %s: xhc %.4f, mhc4 %.4f, vanilla %.4f (the ordering %s).",
+                               budgets[k], a.mean, b.mean, c.mean,
+                               a.mean <= b.mean && b.mean < c.mean ? "holds" : "does not hold"));
   }
   return text;
 }
@@ -213,14 +220,18 @@ std::string ConvParagraph(const Summary& s) {
   const double gain = m->steps.mean - x->steps.mean, conv = m->steps.mean - mc->steps.mean;
   std::string text = absl::StrFormat(
       "xhc's gain over mhc4 at equal steps is %.4f; adding the convolutions to mhc4 changes its "
-      "loss by %.4f (%s). ", gain, -conv, Compare(*mc, *m));
+      "loss by %.4f (%s). ",
+      gain, -conv, Compare(*mc, *m));
   if (gain <= 0) {
     absl::StrAppend(&text, "xhc does not beat mhc4 here, so there is no gain to apportion.");
   } else {
-    absl::StrAppend(&text, absl::StrFormat(
-        "mhc4 + conv therefore recovers %.0f%% of xhc's gain%s.", 100 * conv / gain,
-        Resolved(*m, *x) ? "" : " (a share of a gap that the seeds do not resolve: read it as "
-                                "noise-level)"));
+    absl::StrAppend(
+        &text,
+        absl::StrFormat("mhc4 + conv therefore recovers %.0f%% of xhc's gain%s.", 100 * conv / gain,
+                        Resolved(*m, *x)
+                            ? ""
+                            : " (a share of a gap that the seeds do not resolve: read it as "
+                              "noise-level)"));
   }
   return text;
 }
@@ -233,8 +244,8 @@ std::string FlashParagraph(const Summary& s) {
     const Variant* f = s.Find(name);
     if (!f) continue;
     parts.push_back(absl::StrCat(Compare(*f, *x), Resolved(*f, *x) ? ": it does not match xhc"
-                                                                  : ": it matches xhc within "
-                                                                    "the seed spread"));
+                                                                   : ": it matches xhc within "
+                                                                     "the seed spread"));
   }
   if (parts.empty()) return "Not answerable from this study: it needs an xhc_flash variant.";
   return absl::StrCat("At equal steps, ", absl::StrJoin(parts, "; "), ".");
@@ -254,7 +265,8 @@ std::string CostParagraph(const Summary& s) {
   }
   std::string text = absl::StrCat(
       "Relative to vanilla on this machine (training step time only, measured while other "
-      "sessions shared the 2 cores): ", absl::StrJoin(parts, "; "), ".");
+      "sessions shared the 2 cores): ",
+      absl::StrJoin(parts, "; "), ".");
   if (!slower.empty()) {
     absl::StrAppend(&text, " ", absl::StrJoin(slower, ", "),
                     " cost more in time than in FLOPs: their residual maps run below the "
@@ -316,38 +328,47 @@ std::string RenderAblationReport(const AblationOutcome& o) {
                                          "tables cover the runs that have finished.\n\n",
                                          o.pending));
   }
-  absl::StrAppend(&md, absl::StrFormat(
-      "%zu variants × %zu seeds, %d steps each, %d run(s) at a time with %d thread(s) each. "
-      "Every variant of a seed trains on the same batches in the same order and is validated "
-      "on the same held-out windows (train.seed sets initialisation, data order and the "
-      "validation windows); the recipe (optimizer, schedule, batch) is the same for all. "
-      "This invocation took %.0f s (%d run(s) reused from an earlier one). The machine was "
-      "shared with other sessions: wall-clock numbers include their interference.\n\n",
-      o.config.variants.size(), o.config.seeds.size(), o.config.steps, o.config.parallel_runs,
-      o.config.threads_per_run, o.wall_s, o.skipped));
+  absl::StrAppend(
+      &md,
+      absl::StrFormat(
+          "%zu variants × %zu seeds, %d steps each, %d run(s) at a time with %d thread(s) each. "
+          "Every variant of a seed trains on the same batches in the same order and is validated "
+          "on the same held-out windows (train.seed sets initialisation, data order and the "
+          "validation windows); the recipe (optimizer, schedule, batch) is the same for all. "
+          "This invocation took %.0f s (%d run(s) reused from an earlier one). The machine was "
+          "shared with other sessions: wall-clock numbers include their interference.\n\n",
+          o.config.variants.size(), o.config.seeds.size(), o.config.steps, o.config.parallel_runs,
+          o.config.threads_per_run, o.wall_s, o.skipped));
   absl::StrAppend(&md, "## Validation loss (mean ± standard deviation over seeds)\n\n");
-  absl::StrAppend(&md, absl::StrFormat(
-      "Equal FLOPs: at %.4g training FLOPs (the smallest total of any run); equal wall-clock: "
-      "at %.1f s of training steps (the shortest run's). Values between validation points are "
-      "interpolated linearly; n/a: the budget falls before the variant's first validation "
-      "point.\n\n", s.flop_budget, s.second_budget));
-  absl::StrAppend(&md, "| variant | seeds ok | equal steps | equal FLOPs | equal wall-clock | "
-                       "train FLOPs/token (backbone + residual) | tokens/s | wall s/run |\n"
-                       "|---|---|---|---|---|---|---|---|\n");
+  absl::StrAppend(
+      &md,
+      absl::StrFormat(
+          "Equal FLOPs: at %.4g training FLOPs (the smallest total of any run); equal wall-clock: "
+          "at %.1f s of training steps (the shortest run's). Values between validation points are "
+          "interpolated linearly; n/a: the budget falls before the variant's first validation "
+          "point.\n\n",
+          s.flop_budget, s.second_budget));
+  absl::StrAppend(&md,
+                  "| variant | seeds ok | equal steps | equal FLOPs | equal wall-clock | "
+                  "train FLOPs/token (backbone + residual) | tokens/s | wall s/run |\n"
+                  "|---|---|---|---|---|---|---|---|\n");
   for (const Variant& v : s.variants) {
-    absl::StrAppend(&md, absl::StrFormat(
-        "| %s | %d/%d | %s | %s | %s | %.3g (%.3g + %.3g) | %s | %s |\n", v.name,
-        static_cast<int>(v.ok.size()), static_cast<int>(v.ok.size()) + v.failed, Fmt(v.steps),
-        Fmt(v.flops), Fmt(v.wall), v.per_token.training(), 3 * v.per_token.backbone,
-        3 * v.per_token.residual, Num(v.tokens_per_s, "%.0f"), Num(v.wall_s, "%.1f")));
+    absl::StrAppend(
+        &md,
+        absl::StrFormat("| %s | %d/%d | %s | %s | %s | %.3g (%.3g + %.3g) | %s | %s |\n", v.name,
+                        static_cast<int>(v.ok.size()), static_cast<int>(v.ok.size()) + v.failed,
+                        Fmt(v.steps), Fmt(v.flops), Fmt(v.wall), v.per_token.training(),
+                        3 * v.per_token.backbone, 3 * v.per_token.residual,
+                        Num(v.tokens_per_s, "%.0f"), Num(v.wall_s, "%.1f")));
   }
-  absl::StrAppend(&md, "\n## Stability diagnostics (final checkpoint, `xhc eval --diagnostics`)\n\n"
-                       "Composite residual map over all sublayers, per token, on the first "
-                       "diagnostics_batch validation rows; max over tokens and seeds, mean over "
-                       "tokens and seeds.\n\n"
-                       "| variant | forward gain max | forward gain mean | backward gain max | "
-                       "backward gain mean | self-share | residual grad norm | router load "
-                       "(min–max per stream) |\n|---|---|---|---|---|---|---|---|\n");
+  absl::StrAppend(&md,
+                  "\n## Stability diagnostics (final checkpoint, `xhc eval --diagnostics`)\n\n"
+                  "Composite residual map over all sublayers, per token, on the first "
+                  "diagnostics_batch validation rows; max over tokens and seeds, mean over "
+                  "tokens and seeds.\n\n"
+                  "| variant | forward gain max | forward gain mean | backward gain max | "
+                  "backward gain mean | self-share | residual grad norm | router load "
+                  "(min–max per stream) |\n|---|---|---|---|---|---|---|---|\n");
   for (const Variant& v : s.variants) {
     double fmax = 0, bmax = 0;
     std::vector<double> fmean, bmean, self, gnorm, lmin, lmax;
@@ -373,37 +394,39 @@ std::string RenderAblationReport(const AblationOutcome& o) {
       absl::StrAppend(&md, "| ", v.name, " | n/a | | | | | | |\n");
       continue;
     }
-    absl::StrAppend(&md, absl::StrFormat(
-        "| %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.4g | %s |\n", v.name, fmax,
-        Summarize(fmean).mean, bmax, Summarize(bmean).mean, Summarize(self).mean,
-        Summarize(gnorm).mean,
-        lmin.empty() ? "—" : absl::StrFormat("%.3f–%.3f", Summarize(lmin).mean,
-                                             Summarize(lmax).mean)));
+    absl::StrAppend(
+        &md, absl::StrFormat("| %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.4g | %s |\n", v.name,
+                             fmax, Summarize(fmean).mean, bmax, Summarize(bmean).mean,
+                             Summarize(self).mean, Summarize(gnorm).mean,
+                             lmin.empty() ? "—"
+                                          : absl::StrFormat("%.3f–%.3f", Summarize(lmin).mean,
+                                                            Summarize(lmax).mean)));
   }
-  absl::StrAppend(&md, "\nPer-group gradient norms, gains after every sublayer and the full "
-                       "router load are in `results/<run>.json`.\n");
+  absl::StrAppend(&md,
+                  "\nPer-group gradient norms, gains after every sublayer and the full "
+                  "router load are in `results/<run>.json`.\n");
   absl::StrAppend(&md, "\n## Findings\n\n");
   absl::StrAppend(&md, "**Does xhc ≤ mhc < vanilla hold here?** ", OrderingParagraph(s), "\n\n");
   absl::StrAppend(&md, "**How much of xhc's gain does mhc + conv recover?** ", ConvParagraph(s),
                   "\n\n");
   absl::StrAppend(&md, "**Does xhc_flash match xhc?** ", FlashParagraph(s), "\n\n");
-  absl::StrAppend(&md, "**What does each variant cost in wall-clock?** ", CostParagraph(s),
-                  "\n\n");
+  absl::StrAppend(&md, "**What does each variant cost in wall-clock?** ", CostParagraph(s), "\n\n");
   absl::StrAppend(&md, "**What this scale can and cannot show.** ", SpreadParagraph(s), "\n\n");
   std::string failures;
   for (const RunResult& r : o.runs) {
     if (!r.ok) absl::StrAppend(&failures, ListItem(r.id, r.failure));
     if (r.ok && !r.diagnostics_failure.empty()) {
-      absl::StrAppend(&failures, ListItem(absl::StrCat(r.id, " (diagnostics)"),
-                                          r.diagnostics_failure));
+      absl::StrAppend(&failures,
+                      ListItem(absl::StrCat(r.id, " (diagnostics)"), r.diagnostics_failure));
     }
   }
   if (!failures.empty()) absl::StrAppend(&md, "## Failed runs\n\n", failures, "\n");
-  absl::StrAppend(&md, "## Charts\n\nMean validation loss over seeds against steps, training "
-                       "FLOPs and training seconds: `charts/curves_steps`, `charts/curves_flops`, "
-                       "`charts/curves_seconds` (.png, .svg, .pdf).\n\n"
-                       "![steps](charts/curves_steps.png)\n![flops](charts/curves_flops.png)\n"
-                       "![seconds](charts/curves_seconds.png)\n\n");
+  absl::StrAppend(&md,
+                  "## Charts\n\nMean validation loss over seeds against steps, training "
+                  "FLOPs and training seconds: `charts/curves_steps`, `charts/curves_flops`, "
+                  "`charts/curves_seconds` (.png, .svg, .pdf).\n\n"
+                  "![steps](charts/curves_steps.png)\n![flops](charts/curves_flops.png)\n"
+                  "![seconds](charts/curves_seconds.png)\n\n");
   absl::StrAppend(&md, "## FLOP count\n\n", FlopFormula());
   return md;
 }

@@ -15,16 +15,22 @@ std::string RunResultJson(const RunResult& r) {
   for (const CurvePoint& p : r.curve) {
     curve.push_back({{"step", p.step}, {"val_loss", p.val_loss}, {"train_s", p.train_s}});
   }
-  nlohmann::json j = {{"id", r.id}, {"variant", r.variant}, {"seed", r.seed}, {"ok", r.ok},
-                      {"failure", r.failure}, {"steps", r.steps},
-                      {"tokens_per_step", r.tokens_per_step},
-                      {"flops_per_token", {{"backbone", r.flops.backbone},
-                                           {"residual", r.flops.residual}}},
-                      {"wall_s", r.wall_s}, {"train_s", r.train_s},
-                      {"tokens_per_s", r.tokens_per_s}, {"curve", curve},
-                      {"diagnostics_failure", r.diagnostics_failure}};
-  j["diagnostics"] = r.has_diagnostics ? nlohmann::json::parse(DiagnosticsJson(r.diagnostics))
-                                       : nlohmann::json();
+  nlohmann::json j = {
+      {"id", r.id},
+      {"variant", r.variant},
+      {"seed", r.seed},
+      {"ok", r.ok},
+      {"failure", r.failure},
+      {"steps", r.steps},
+      {"tokens_per_step", r.tokens_per_step},
+      {"flops_per_token", {{"backbone", r.flops.backbone}, {"residual", r.flops.residual}}},
+      {"wall_s", r.wall_s},
+      {"train_s", r.train_s},
+      {"tokens_per_s", r.tokens_per_s},
+      {"curve", curve},
+      {"diagnostics_failure", r.diagnostics_failure}};
+  j["diagnostics"] =
+      r.has_diagnostics ? nlohmann::json::parse(DiagnosticsJson(r.diagnostics)) : nlohmann::json();
   return j.dump(1) + "\n";
 }
 
@@ -45,8 +51,8 @@ absl::StatusOr<RunResult> ParseRunResultJson(const std::string& text) {
     r.train_s = j.at("train_s").get<double>();
     r.tokens_per_s = j.at("tokens_per_s").get<double>();
     for (const auto& p : j.at("curve")) {
-      r.curve.push_back({p.at("step").get<int>(), p.at("val_loss").get<double>(),
-                         p.at("train_s").get<double>()});
+      r.curve.push_back(
+          {p.at("step").get<int>(), p.at("val_loss").get<double>(), p.at("train_s").get<double>()});
     }
     r.diagnostics_failure = j.at("diagnostics_failure").get<std::string>();
     if (!j.at("diagnostics").is_null()) {
@@ -92,12 +98,9 @@ absl::Status ParseTrainMetrics(const std::string& jsonl, RunResult* r) {
 
 double AxisValue(const RunResult& r, const CurvePoint& p, Axis axis) {
   switch (axis) {
-    case Axis::kSteps:
-      return p.step;
-    case Axis::kFlops:
-      return p.step * r.tokens_per_step * r.flops.training();
-    case Axis::kSeconds:
-      return p.train_s;
+    case Axis::kSteps: return p.step;
+    case Axis::kFlops: return p.step * r.tokens_per_step * r.flops.training();
+    case Axis::kSeconds: return p.train_s;
   }
   return 0;
 }

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "base/process_env.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/config.h"
-#include "base/process_env.h"
 #include "runtime/model/params.h"
 #include "runtime/train/model_io.h"
 
@@ -74,12 +74,12 @@ int Main(const std::string& config_path, const std::string& dir) {
     bytes = rec->bytes;
     best_plain = std::min(best_plain, PlainWrite(dir + "/plain.bin", std::vector<char>(bytes, 1)));
   }
-  std::printf("{\"bytes\": %lld, \"snapshot_ms\": %.2f, \"shard_write_s\": %.4f, "
-              "\"shard_mb_per_s\": %.1f, \"plain_write_s\": %.4f, \"plain_mb_per_s\": %.1f, "
-              "\"shard_vs_plain\": %.3f}\n",
-              static_cast<long long>(bytes), best_snapshot * 1e3, best_shard,
-              bytes / 1e6 / best_shard, best_plain, bytes / 1e6 / best_plain,
-              best_plain / best_shard);
+  std::printf(
+      "{\"bytes\": %lld, \"snapshot_ms\": %.2f, \"shard_write_s\": %.4f, "
+      "\"shard_mb_per_s\": %.1f, \"plain_write_s\": %.4f, \"plain_mb_per_s\": %.1f, "
+      "\"shard_vs_plain\": %.3f}\n",
+      static_cast<long long>(bytes), best_snapshot * 1e3, best_shard, bytes / 1e6 / best_shard,
+      best_plain, bytes / 1e6 / best_plain, best_plain / best_shard);
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -17,8 +17,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -28,14 +28,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_join.h"
-#include "kernels/cpu/nn/matmul.h"
-#include "runtime/common/config.h"
+#include "absl/strings/str_split.h"
 #include "base/cpu_info.h"
 #include "base/median.h"
 #include "base/process_env.h"
+#include "kernels/cpu/nn/matmul.h"
 #include "kernels/cpu/xhc/skinny_gemm_isa.h"
+#include "runtime/common/config.h"
 #include "runtime/data/sampler.h"
 #include "runtime/model/stage.h"
 #include "runtime/train/optimizer.h"
@@ -85,7 +85,8 @@ absl::StatusOr<Run> MakeRun(const std::string& name, const Options& o) {
   }
   std::string yaml = absl::StrFormat(
       "model: {d_model: %d, n_layers: %d, n_heads: 8, n_kv_heads: 8, seq_len: %d, "
-      "residual: %s}\n", o.d_model, o.layers, o.seq, it->second);
+      "residual: %s}\n",
+      o.d_model, o.layers, o.seq, it->second);
   absl::StatusOr<Config> config = ParseConfig(yaml);
   if (!config.ok()) return config.status();
   r.cfg = config->model;
@@ -118,8 +119,8 @@ double SgemmGflops() {
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
-                n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, 2.0 * n * n * n / s / 1e9);
   }
@@ -174,7 +175,8 @@ int Main(const Options& o) {
     std::vector<double> ratios;
     for (size_t i = 0; i < r.step_s.size(); ++i) ratios.push_back(r.step_s[i] / runs[0].step_s[i]);
     // 6·N for the GEMMs plus causal attention (QKᵀ and PV, forward and backward).
-    const double flops = tokens * (6 * r.matmul_params + 6.0 * r.cfg.n_layers * o.seq * r.cfg.d_model);
+    const double flops =
+        tokens * (6 * r.matmul_params + 6.0 * r.cfg.n_layers * o.seq * r.cfg.d_model);
     std::string phase_json;
     if (r.phases) {  // mean ms per step of each kind of work; "other": optimizer and the rest
       std::vector<std::string> ph;
@@ -184,7 +186,8 @@ int Main(const Options& o) {
         timed += ms;
         ph.push_back(absl::StrFormat("\"%s\": %.1f", model::PhaseTimes::Name(p), ms));
       }
-      const double mean_ms = std::accumulate(r.step_s.begin(), r.step_s.end(), 0.0) * 1e3 / o.rounds;
+      const double mean_ms =
+          std::accumulate(r.step_s.begin(), r.step_s.end(), 0.0) * 1e3 / o.rounds;
       ph.push_back(absl::StrFormat("\"other\": %.1f", mean_ms - timed));
       phase_json = absl::StrCat(", \"phase_ms_per_step\": {", absl::StrJoin(ph, ", "), "}");
     }
@@ -195,18 +198,18 @@ int Main(const Options& o) {
         "\"round_ratios\": [%s]%s}",
         r.name, s * 1e3, tokens / s, flops / s / 1e9, flops / s / 1e9 / sgemm, s / vanilla,
         Median(ratios), best * 1e3, best / vanilla_best,
-        absl::StrJoin(ratios, ", ", [](std::string* out, double v) {
-          absl::StrAppendFormat(out, "%.3f", v);
-        }),
+        absl::StrJoin(ratios, ", ",
+                      [](std::string* out, double v) { absl::StrAppendFormat(out, "%.3f", v); }),
         phase_json));
   }
-  std::printf("{\"d_model\": %d, \"layers\": %d, \"seq\": %d, \"batch\": %d, \"rounds\": %d, "
-              "\"threads\": %d, \"cpu\": \"%s\", \"skinny_isa\": \"%s\", "
-              "\"blas_coretype\": \"%s\", \"sgemm_gflops\": %.1f, %s}\n",
-              o.d_model, o.layers, o.seq, o.batch, o.rounds, omp_get_max_threads(),
-              CpuModelName().c_str(), kernels::cpu::ActiveSkinnyIsaName(),
-              getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default", sgemm,
-              absl::StrJoin(parts, ", ").c_str());
+  std::printf(
+      "{\"d_model\": %d, \"layers\": %d, \"seq\": %d, \"batch\": %d, \"rounds\": %d, "
+      "\"threads\": %d, \"cpu\": \"%s\", \"skinny_isa\": \"%s\", "
+      "\"blas_coretype\": \"%s\", \"sgemm_gflops\": %.1f, %s}\n",
+      o.d_model, o.layers, o.seq, o.batch, o.rounds, omp_get_max_threads(), CpuModelName().c_str(),
+      kernels::cpu::ActiveSkinnyIsaName(),
+      getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default", sgemm,
+      absl::StrJoin(parts, ", ").c_str());
   return 0;
 }
 
@@ -230,12 +233,18 @@ int main(int argc, char** argv) {
       continue;
     }
     const int v = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--phases")) o.phases = v != 0;
-    else if (!std::strcmp(argv[i], "--d_model")) o.d_model = v;
-    else if (!std::strcmp(argv[i], "--layers")) o.layers = v;
-    else if (!std::strcmp(argv[i], "--seq")) o.seq = v;
-    else if (!std::strcmp(argv[i], "--batch")) o.batch = v;
-    else if (!std::strcmp(argv[i], "--rounds")) o.rounds = v;
+    if (!std::strcmp(argv[i], "--phases"))
+      o.phases = v != 0;
+    else if (!std::strcmp(argv[i], "--d_model"))
+      o.d_model = v;
+    else if (!std::strcmp(argv[i], "--layers"))
+      o.layers = v;
+    else if (!std::strcmp(argv[i], "--seq"))
+      o.seq = v;
+    else if (!std::strcmp(argv[i], "--batch"))
+      o.batch = v;
+    else if (!std::strcmp(argv[i], "--rounds"))
+      o.rounds = v;
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;

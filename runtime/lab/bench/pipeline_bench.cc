@@ -79,11 +79,17 @@ std::string ReadAll(const std::string& path) {
 std::string JobYaml(const Options& o, const std::string& schedule, int workers) {
   return absl::StrCat(
       "model: {d_model: 128, n_layers: 8, n_heads: 4, n_kv_heads: 2, seq_len: 128,\n"
-      "        residual: {type: ", o.residual, "}}\n"
+      "        residual: {type: ",
+      o.residual,
+      "}}\n"
       "optim: {lr: 0.004, warmup_steps: 2}\n"
-      "train: {steps: ", o.steps, ", batch_size: 4, microbatches: 8, seed: 1234, eval_every: 0}\n"
+      "train: {steps: ",
+      o.steps,
+      ", batch_size: 4, microbatches: 8, seed: 1234, eval_every: 0}\n"
       "data: {train: /usr/share/games/fortunes/*}\n"
-      "pipeline: {schedule: ", schedule, ", workers: ", workers, "}\n"
+      "pipeline: {schedule: ",
+      schedule, ", workers: ", workers,
+      "}\n"
       "checkpoint: {every: 0, keep: 1}\n");
 }
 
@@ -114,14 +120,14 @@ study::ChildCommand LaunchCommand(const std::string& xhc, const std::string& dir
 
 // What a finished run in `dir` measured: its steps, its trace, and the simulated bubble of
 // its schedule from its own stage costs.
-Measured Measure(const Options& o, const std::string& schedule, int workers,
-                 const std::string& dir, const study::ChildResult& child) {
+Measured Measure(const Options& o, const std::string& schedule, int workers, const std::string& dir,
+                 const study::ChildResult& child) {
   Measured m;
   if (child.exit_code != 0) {
     const std::string why =
         child.error.empty() ? study::TailLines(dir + "/log.txt", 3) : child.error;
-    m.error = absl::StrCat("exit ", child.exit_code, child.timed_out ? " (timed out)" : "", ": ",
-                           why);
+    m.error =
+        absl::StrCat("exit ", child.exit_code, child.timed_out ? " (timed out)" : "", ": ", why);
     return m;
   }
   absl::StatusOr<study::StepMetrics> metrics =
@@ -135,9 +141,9 @@ Measured Measure(const Options& o, const std::string& schedule, int workers,
   m.metrics = *metrics;
   m.trace = *trace;
   absl::StatusOr<Config> job = ParseConfig(JobYaml(o, schedule, workers));
-  const double payload = scheduler::PayloadBytes(
-      static_cast<int64_t>(job->train.batch_size) * job->model.seq_len,
-      job->model.residual.n_streams, job->model.d_model, 4);
+  const double payload =
+      scheduler::PayloadBytes(static_cast<int64_t>(job->train.batch_size) * job->model.seq_len,
+                              job->model.residual.n_streams, job->model.d_model, 4);
   absl::StatusOr<study::ModelBubbles> model = study::ComputeModelBubbles(
       schedule, workers, job->train.microbatches,
       study::CostsFrom(study::MeanStageCosts(*trace), payload, trace->transfer_ms));
@@ -153,8 +159,8 @@ Measured Measure(const Options& o, const std::string& schedule, int workers,
 constexpr double kRunLimitS = 900;
 
 // One `xhc launch` of `schedule` on `workers` ranks, alone on the machine.
-Measured RunOne(const Options& o, const std::string& xhc, const std::string& schedule,
-                int workers, const std::string& tag = "") {
+Measured RunOne(const Options& o, const std::string& xhc, const std::string& schedule, int workers,
+                const std::string& tag = "") {
   const std::string dir = PrepareRun(o, schedule, workers, tag);
   std::fprintf(stderr, "pipeline_bench: %s on %d rank(s)...\n", schedule.c_str(), workers);
   const study::ChildCommand cmd = LaunchCommand(xhc, dir);
@@ -195,7 +201,7 @@ int Main(const Options& o, const std::string& xhc) {
     // much as the schedules differ.
     std::vector<double> effs, refs, tps, bubbles, busy, compute_ratio;
     std::vector<double> sbs_refs, sbs_effs, sbs_compute_ratio;  // --side_by_side
-    std::vector<std::vector<double>> exposed, other_cpu;  // per rank, one entry per pair
+    std::vector<std::vector<double>> exposed, other_cpu;        // per rank, one entry per pair
     std::string error;
     for (int rep = 0; rep < o.repeats; ++rep) {
       const std::string suffix = o.repeats > 1 ? absl::StrCat("_", rep) : "";
@@ -261,24 +267,23 @@ int Main(const Options& o, const std::string& xhc) {
         "\"meets_target\": %s, \"exposed_comm\": %s, \"other_cpu\": %s, "
         "\"busy_fraction\": %.3f, "
         "\"compute_vs_one_rank\": %.3f, \"compute_vs_one_rank_per_pair\": %s%s}",
-        schedule, Median(tps), Median(refs), efficiency, List(effs), bubble,
-        target, efficiency >= target ? "true" : "false", List(exposed_median),
-        List(other_cpu_median), Median(busy),
-        Median(compute_ratio), List(compute_ratio),
+        schedule, Median(tps), Median(refs), efficiency, List(effs), bubble, target,
+        efficiency >= target ? "true" : "false", List(exposed_median), List(other_cpu_median),
+        Median(busy), Median(compute_ratio), List(compute_ratio),
         !o.side_by_side ? std::string()
-                        : absl::StrFormat(
-                              ", \"side_by_side_one_rank_tokens_per_s\": %.1f, "
-                              "\"efficiency_vs_side_by_side\": %.3f, "
-                              "\"efficiency_vs_side_by_side_per_pair\": %s, "
-                              "\"compute_vs_side_by_side\": %.3f",
-                              Median(sbs_refs), Median(sbs_effs), List(sbs_effs),
-                              Median(sbs_compute_ratio))));
+                        : absl::StrFormat(", \"side_by_side_one_rank_tokens_per_s\": %.1f, "
+                                          "\"efficiency_vs_side_by_side\": %.3f, "
+                                          "\"efficiency_vs_side_by_side_per_pair\": %s, "
+                                          "\"compute_vs_side_by_side\": %.3f",
+                                          Median(sbs_refs), Median(sbs_effs), List(sbs_effs),
+                                          Median(sbs_compute_ratio))));
   }
-  std::printf("{\"residual\": \"%s\", \"ranks\": 2, \"threads_per_rank\": 1, \"cpu\": \"%s\", "
-              "\"cores\": %ld, \"steps\": %d, \"warmup_steps\": %d, \"repeats\": %d, "
-              "\"one_rank_tokens_per_s\": %.1f, \"schedules\": {%s}}\n",
-              o.residual.c_str(), CpuModelName().c_str(), sysconf(_SC_NPROCESSORS_ONLN), o.steps,
-              o.warmup, o.repeats, Mean(one_rank), absl::StrJoin(rows, ", ").c_str());
+  std::printf(
+      "{\"residual\": \"%s\", \"ranks\": 2, \"threads_per_rank\": 1, \"cpu\": \"%s\", "
+      "\"cores\": %ld, \"steps\": %d, \"warmup_steps\": %d, \"repeats\": %d, "
+      "\"one_rank_tokens_per_s\": %.1f, \"schedules\": {%s}}\n",
+      o.residual.c_str(), CpuModelName().c_str(), sysconf(_SC_NPROCESSORS_ONLN), o.steps, o.warmup,
+      o.repeats, Mean(one_rank), absl::StrJoin(rows, ", ").c_str());
   return 0;
 }
 
@@ -289,17 +294,23 @@ int main(int argc, char** argv) {
   xhc::Options o;
   // Flags come in pairs; a lone one (--help included) gets the usage, not a silent default run.
   if (argc % 2 == 0) {
-    std::fprintf(stderr, "usage: pipeline_bench [--residual TYPE] [--out DIR] [--steps S] "
-                         "[--warmup W] [--repeats K] [--side_by_side 0|1] "
-                         "[--schedules S1,S2,...]\n");
+    std::fprintf(stderr,
+                 "usage: pipeline_bench [--residual TYPE] [--out DIR] [--steps S] "
+                 "[--warmup W] [--repeats K] [--side_by_side 0|1] "
+                 "[--schedules S1,S2,...]\n");
     return 2;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--residual")) o.residual = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--out")) o.out = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--steps")) o.steps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--warmup")) o.warmup = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--repeats")) o.repeats = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--residual"))
+      o.residual = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--out"))
+      o.out = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--steps"))
+      o.steps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--warmup"))
+      o.warmup = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--repeats"))
+      o.repeats = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--side_by_side")) {
       const std::string v = argv[i + 1];
       if (v != "0" && v != "1") {
@@ -317,8 +328,7 @@ int main(int argc, char** argv) {
           return 2;
         }
       }
-    }
-    else {
+    } else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
     }
@@ -347,8 +357,10 @@ int main(int argc, char** argv) {
     }
   }
   if (xhc.empty()) {
-    std::fprintf(stderr, "pipeline_bench: no xhc binary beside %s (runfiles) or in bazel-bin/; "
-                         "build it with: bazel build //:xhc\n", argv[0]);
+    std::fprintf(stderr,
+                 "pipeline_bench: no xhc binary beside %s (runfiles) or in bazel-bin/; "
+                 "build it with: bazel build //:xhc\n",
+                 argv[0]);
     return 2;
   }
   return xhc::Main(o, std::filesystem::absolute(xhc).string());

@@ -8,8 +8,7 @@
 
 namespace xhc::study {
 
-scheduler::SimCosts CostsFrom(const StageCosts& stage, double payload_bytes,
-                              double transfer_ms) {
+scheduler::SimCosts CostsFrom(const StageCosts& stage, double payload_bytes, double transfer_ms) {
   scheduler::SimCosts c;
   c.f = stage.f;
   c.i = stage.i;

@@ -66,12 +66,10 @@ absl::StatusOr<std::string> Render(const DrawFn& draw, ChartFormat format) {
       surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, kChartWidth, kChartHeight);
       break;
     case ChartFormat::kSvg:
-      surface = cairo_svg_surface_create_for_stream(AppendBytes, &bytes, kChartWidth,
-                                                    kChartHeight);
+      surface = cairo_svg_surface_create_for_stream(AppendBytes, &bytes, kChartWidth, kChartHeight);
       break;
     case ChartFormat::kPdf:
-      surface = cairo_pdf_surface_create_for_stream(AppendBytes, &bytes, kChartWidth,
-                                                    kChartHeight);
+      surface = cairo_pdf_surface_create_for_stream(AppendBytes, &bytes, kChartWidth, kChartHeight);
       break;
   }
   absl::StatusOr<std::vector<std::string>> texts =
@@ -93,7 +91,8 @@ absl::Status WriteAll(const DrawFn& draw, const std::string& base) {
     const std::string path = base + ext;
     absl::StatusOr<std::string> bytes = Render(draw, format);
     if (!bytes.ok()) {
-      return absl::Status(bytes.status().code(), absl::StrCat(path, ": ", bytes.status().message()));
+      return absl::Status(bytes.status().code(),
+                          absl::StrCat(path, ": ", bytes.status().message()));
     }
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << *bytes;

@@ -21,16 +21,16 @@ namespace xhc::study {
 
 struct BarChart {
   std::string title, y_label;
-  std::vector<std::string> categories;           // groups along x
-  std::vector<std::string> series;               // bars within a group (legend)
-  std::vector<std::vector<double>> values;       // [series][category]; < 0 = missing
+  std::vector<std::string> categories;      // groups along x
+  std::vector<std::string> series;          // bars within a group (legend)
+  std::vector<std::vector<double>> values;  // [series][category]; < 0 = missing
 };
 
 struct ScatterChart {
   std::string title, x_label, y_label;
-  std::vector<std::string> series;               // legend, one colour each
+  std::vector<std::string> series;                             // legend, one colour each
   std::vector<std::vector<std::pair<double, double>>> points;  // [series] -> (x, y)
-  bool diagonal = true;                          // draw y = x
+  bool diagonal = true;                                        // draw y = x
   // Learning curves: each series' points joined in order, and x and y on their own scales
   // (both from 0) instead of one shared scale.
   bool connect = false;

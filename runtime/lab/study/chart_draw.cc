@@ -128,8 +128,8 @@ struct Frame {
 
 // Title, legend (right), y axis with grid, ticks and rotated label. `bottom_room` is what the
 // x-axis labels below the plot need. Returns the plot rectangle.
-Frame DrawFrame(Painter& p, const std::string& title, const std::string& y_label,
-                const Ticks& y, const std::vector<std::string>& series, double bottom_room) {
+Frame DrawFrame(Painter& p, const std::string& title, const std::string& y_label, const Ticks& y,
+                const std::vector<std::string>& series, double bottom_room) {
   p.Font(kTitleSize, true);
   p.Text(title, kChartWidth / 2.0, 28, 0.5);
   p.Font(kTickSize);
@@ -171,7 +171,8 @@ Frame DrawFrame(Painter& p, const std::string& title, const std::string& y_label
 std::vector<std::string> DrawBars(cairo_t* cr, const BarChart& c) {
   Painter p(cr);
   double v_max = 0;
-  for (const auto& row : c.values) for (double v : row) v_max = std::max(v_max, v);
+  for (const auto& row : c.values)
+    for (double v : row) v_max = std::max(v_max, v);
   const Ticks y = NiceTicks(v_max * 1.05);  // headroom above the tallest bar
   // Category labels: horizontal if the widest fits its group, else rotated 35 degrees.
   p.Font(kTickSize);

@@ -4,10 +4,10 @@
 // The drawing half of chart.h: lays a chart out and draws it on any cairo surface of
 // kChartWidth x kChartHeight units (chart.cc picks the surface: image, SVG or PDF).
 
+#include <cairo/cairo.h>
+
 #include <string>
 #include <vector>
-
-#include <cairo/cairo.h>
 
 #include "runtime/lab/study/chart.h"
 

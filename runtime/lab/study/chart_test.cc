@@ -84,8 +84,8 @@ TEST(Chart, BarPngDecodesAtItsSizeAndShowsBarsAndText) {
   const Pixels p = Decode(*png, 0x4c72b0);  // the first series' colour
   EXPECT_EQ(p.width, kChartWidth);
   EXPECT_EQ(p.height, kChartHeight);
-  EXPECT_GT(p.of_color, 2000);   // four bars of the first series
-  EXPECT_GT(p.dark, 1500);       // title, labels, ticks, axes
+  EXPECT_GT(p.of_color, 2000);                     // four bars of the first series
+  EXPECT_GT(p.dark, 1500);                         // title, labels, ticks, axes
   EXPECT_LT(p.non_white, p.width * p.height / 2);  // a white background, not a blot
   // A missing value draws no bar: fewer pixels of the second series than of the first.
   EXPECT_LT(Decode(*png, 0xdd8452).of_color, p.of_color);
@@ -97,10 +97,9 @@ TEST(Chart, SvgIsCairoOutlinesWithTheLabelsAsText) {
   ASSERT_TRUE(svg.ok()) << svg.status();
   EXPECT_NE(svg->find("<svg"), std::string::npos);
   EXPECT_NE(svg->find("width=\"800pt\""), std::string::npos) << svg->substr(0, 300);
-  EXPECT_NE(svg->find("<title>Bubble by schedule (xhc, 2 ranks, M=8)</title>"),
-            std::string::npos);
-  for (const char* label : {"bubble fraction", "interleaved1f1b", "dualpipev", "measured",
-                            "0.05", "0.30"}) {
+  EXPECT_NE(svg->find("<title>Bubble by schedule (xhc, 2 ranks, M=8)</title>"), std::string::npos);
+  for (const char* label :
+       {"bubble fraction", "interleaved1f1b", "dualpipev", "measured", "0.05", "0.30"}) {
     EXPECT_NE(svg->find(label), std::string::npos) << label;
   }
   // Every drawn character is a cairo glyph: more glyph uses than the title has letters.
@@ -110,11 +109,14 @@ TEST(Chart, SvgIsCairoOutlinesWithTheLabelsAsText) {
 // The study's nine schedules do not fit side by side: their labels are rotated, and all of
 // them are still drawn.
 TEST(Chart, ManyCategoriesAreAllLabelled) {
-  const std::vector<std::string> schedules = {"gpipe", "1f1b", "interleaved1f1b", "zb1p",
-                                              "dualpipe", "dualpipev", "zbv", "interleaved_zb",
-                                              "looped_bfs"};
-  BarChart c{"Throughput by schedule and residual (2 ranks, M=8)", "tokens/s", schedules,
-             {"vanilla", "mhc", "xhc"}, {}};
+  const std::vector<std::string> schedules = {"gpipe", "1f1b",           "interleaved1f1b",
+                                              "zb1p",  "dualpipe",       "dualpipev",
+                                              "zbv",   "interleaved_zb", "looped_bfs"};
+  BarChart c{"Throughput by schedule and residual (2 ranks, M=8)",
+             "tokens/s",
+             schedules,
+             {"vanilla", "mhc", "xhc"},
+             {}};
   for (int s = 0; s < 3; ++s) {
     c.values.emplace_back();
     for (size_t k = 0; k < schedules.size(); ++k) c.values.back().push_back(900 + 40 * k + 70 * s);

@@ -142,14 +142,14 @@ absl::StatusOr<TraceMeasurement> ParseTrace(const std::string& trace_json, int n
   std::vector<Span> spans;
   for (const json& e : root["traceEvents"]) {
     if (e.value("ph", "") != "X") continue;
-    spans.push_back({e.value("name", ""), e.value("pid", 0), e.value("tid", 0),
-                     e.value("ts", 0.0), e.value("dur", 0.0), 0});
+    spans.push_back({e.value("name", ""), e.value("pid", 0), e.value("tid", 0), e.value("ts", 0.0),
+                     e.value("dur", 0.0), 0});
   }
   SplitSteps(spans);
   TraceMeasurement m;
   m.bubble.assign(num_ranks, 0.0);
   std::map<int, std::pair<double, double>> window;  // step -> [first start, last end]
-  std::map<std::pair<int, int>, double> busy;        // (step, rank) -> compute µs
+  std::map<std::pair<int, int>, double> busy;       // (step, rank) -> compute µs
   for (const Span& s : spans) {
     char kind;
     int stage, mb;
@@ -167,8 +167,8 @@ absl::StatusOr<TraceMeasurement> ParseTrace(const std::string& trace_json, int n
     if (kind == 'F') ++c.count;
   }
   if (window.empty()) {
-    return absl::DataLossError(absl::StrCat("trace.json: no F/I/W span after the ", warmup_steps,
-                                            " warm-up step(s)"));
+    return absl::DataLossError(
+        absl::StrCat("trace.json: no F/I/W span after the ", warmup_steps, " warm-up step(s)"));
   }
   double total_window = 0;
   for (const auto& [step, w] : window) {

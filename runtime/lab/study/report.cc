@@ -51,17 +51,21 @@ std::string MainTable(const StudyOutcome& o) {
   for (const RunResult& r : o.runs) {
     const RunSpec& s = r.spec;
     if (!r.ok) {
-      absl::StrAppendFormat(&t, "| %s | %s | %s | %s | %d | %d | %d | - | - | - | - | - | - | - "
-                            "| - | FAILED |\n", s.id, s.comparison, s.schedule, s.residual,
-                            s.num_ranks, s.num_stages, s.num_microbatches);
+      absl::StrAppendFormat(&t,
+                            "| %s | %s | %s | %s | %d | %d | %d | - | - | - | - | - | - | - "
+                            "| - | FAILED |\n",
+                            s.id, s.comparison, s.schedule, s.residual, s.num_ranks, s.num_stages,
+                            s.num_microbatches);
       continue;
     }
     absl::StrAppendFormat(
-        &t, "| %s | %s | %s | %s | %d | %d | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %.4f "
-        "| ok |\n", s.id, s.comparison, s.schedule, s.residual, s.num_ranks, s.num_stages,
-        s.num_microbatches, r.metrics.tokens_per_s, r.metrics.step_s * 1e3,
-        PerRank(r.model.analytic), PerRank(r.model.simulated), PerRank(r.trace.bubble),
-        PerRank(r.metrics.exposed_comm), PerRank(r.metrics.peak_rss_mb), r.metrics.loss);
+        &t,
+        "| %s | %s | %s | %s | %d | %d | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %.4f "
+        "| ok |\n",
+        s.id, s.comparison, s.schedule, s.residual, s.num_ranks, s.num_stages, s.num_microbatches,
+        r.metrics.tokens_per_s, r.metrics.step_s * 1e3, PerRank(r.model.analytic),
+        PerRank(r.model.simulated), PerRank(r.trace.bubble), PerRank(r.metrics.exposed_comm),
+        PerRank(r.metrics.peak_rss_mb), r.metrics.loss);
   }
   return t;
 }
@@ -88,9 +92,12 @@ std::string ThroughputSection(const StudyOutcome& o, bool equal_stages) {
         for (const RunResult* r : Select(o, res, key, equal_stages, m)) {
           if (r->spec.schedule == sched) hit = r;
         }
-        if (hit == nullptr) { row += " - |"; continue; }
-        label = absl::StrFormat("%s (R=%d, PP=%d)", sched, hit->spec.num_ranks,
-                                hit->spec.num_stages);
+        if (hit == nullptr) {
+          row += " - |";
+          continue;
+        }
+        label =
+            absl::StrFormat("%s (R=%d, PP=%d)", sched, hit->spec.num_ranks, hit->spec.num_stages);
         absl::StrAppendFormat(&row, " %.0f (%.2f) |", hit->metrics.tokens_per_s,
                               Mean(hit->trace.bubble));
       }
@@ -112,10 +119,11 @@ std::string ThroughputSection(const StudyOutcome& o, bool equal_stages) {
       const RunResult* sim_best = *std::min_element(rows.begin(), rows.end(), by_sim);
       findings.push_back(absl::StrFormat(
           "%s, M=%d: %s is fastest at %.0f tok/s, %.2fx the slowest (%s, %.0f tok/s); the "
-          "simulator's smallest bubble is %s (%.2f)%s", res, m, best->spec.schedule,
-          best->metrics.tokens_per_s, best->metrics.tokens_per_s /
-          std::max(worst->metrics.tokens_per_s, 1e-9), worst->spec.schedule,
-          worst->metrics.tokens_per_s, sim_best->spec.schedule, Mean(sim_best->model.simulated),
+          "simulator's smallest bubble is %s (%.2f)%s",
+          res, m, best->spec.schedule, best->metrics.tokens_per_s,
+          best->metrics.tokens_per_s / std::max(worst->metrics.tokens_per_s, 1e-9),
+          worst->spec.schedule, worst->metrics.tokens_per_s, sim_best->spec.schedule,
+          Mean(sim_best->model.simulated),
           sim_best == best ? ", the same schedule" : ", not the measured winner"));
     }
   }
@@ -126,8 +134,9 @@ std::string ThroughputSection(const StudyOutcome& o, bool equal_stages) {
 }
 
 std::string ResidualSection(const StudyOutcome& o) {
-  std::string t = "| residual | N | payload KiB/boundary | mean tok/s | vs vanilla | "
-                  "mean peak RSS MB (max rank) | mean measured bubble |\n|---|---|---|---|---|---|---|\n";
+  std::string t =
+      "| residual | N | payload KiB/boundary | mean tok/s | vs vanilla | "
+      "mean peak RSS MB (max rank) | mean measured bubble |\n|---|---|---|---|---|---|---|\n";
   std::map<std::string, double> tps, rss, bubble, payload;
   std::map<std::string, int> count;
   for (const RunResult& r : o.runs) {
@@ -152,8 +161,9 @@ std::string ResidualSection(const StudyOutcome& o) {
     if (res != "vanilla" && base > 0) {
       findings.push_back(absl::StrFormat(
           "%s (N=%d) runs at %.0f%% of vanilla's throughput on average over all schedules, moves "
-          "%.0fx the bytes per stage boundary and peaks at %+.1f MB RSS per rank", res,
-          streams.at(res), 100 * mean_tps / base, payload[res] / std::max(payload["vanilla"], 1.0),
+          "%.0fx the bytes per stage boundary and peaks at %+.1f MB RSS per rank",
+          res, streams.at(res), 100 * mean_tps / base,
+          payload[res] / std::max(payload["vanilla"], 1.0),
           rss[res] / n - rss["vanilla"] / std::max(count["vanilla"], 1)));
     }
   }
@@ -173,15 +183,21 @@ std::string RenderReport(const StudyOutcome& o) {
   std::string md = "# Pipeline overlap throughput study\n\n";
   int failed = 0;
   for (const RunResult& r : o.runs) failed += r.ok ? 0 : 1;
-  absl::StrAppendFormat(&md, "%zu runs (%d failed), total wall time %.0f s. Charts in "
+  absl::StrAppendFormat(&md,
+                        "%zu runs (%d failed), total wall time %.0f s. Charts in "
                         "`charts/` (PNG, SVG, PDF), Chrome traces of every run in `traces/`, "
-                        "raw numbers in `results.json`.\n\n", o.runs.size(), failed, o.wall_s);
-  md += "## All runs\n\nPer-rank values are listed rank 0 / rank 1 / ...; bubbles are fractions "
-        "of the pipeline window (see Method).\n\n" + MainTable(o) + "\n";
+                        "raw numbers in `results.json`.\n\n",
+                        o.runs.size(), failed, o.wall_s);
+  md +=
+      "## All runs\n\nPer-rank values are listed rank 0 / rank 1 / ...; bubbles are fractions "
+      "of the pipeline window (see Method).\n\n" +
+      MainTable(o) + "\n";
   md += absl::StrFormat("## Q1: which schedule is fastest at equal device count (%d ranks)?\n\n",
-                        o.config.devices) + ThroughputSection(o, false);
+                        o.config.devices) +
+        ThroughputSection(o, false);
   md += absl::StrFormat("## Q2: which schedule is fastest at equal stage count (PP = %d)?\n\n",
-                        o.config.stages) + ThroughputSection(o, true);
+                        o.config.stages) +
+        ThroughputSection(o, true);
   md += "## Q3: what does the residual state cost (vanilla N=1, mhc N=4, xhc N=16)?\n\n" +
         ResidualSection(o);
   md += ModelAgreementSection(o) + ScaleSection(o) + MethodSection(o);

@@ -18,7 +18,8 @@ std::string ModelAgreementSection(const StudyOutcome& o) {
   std::string t =
       "## Q4: do the analytic and simulated bubbles match the measured ones?\n\n"
       "| run | F ms | I ms | W ms | transfer ms (samples) | analytic | simulated | measured | "
-      "measured - simulated | exposed comm meas. / sim. |\n|---|---|---|---|---|---|---|---|---|---|\n";
+      "measured - simulated | exposed comm meas. / sim. "
+      "|\n|---|---|---|---|---|---|---|---|---|---|\n";
   double sum_ms = 0, sum_sa = 0, worst = -1;
   int n = 0, n_sa = 0, above = 0;
   const RunResult* worst_run = nullptr;
@@ -27,11 +28,12 @@ std::string ModelAgreementSection(const StudyOutcome& o) {
     const double meas = Mean(r.trace.bubble), sim = Mean(r.model.simulated);
     const std::string analytic =
         r.model.analytic.empty() ? "n/a" : absl::StrFormat("%.3f", Mean(r.model.analytic));
-    absl::StrAppendFormat(&t, "| %s | %.2f | %.2f | %.2f | %.2f (%d) | %s | %.3f | %.3f | %+.3f | "
-                          "%.3f / %.3f |\n", r.spec.id, r.costs.f, r.costs.i, r.costs.w,
-                          r.trace.transfer_ms, r.trace.transfer_samples, analytic, sim, meas,
-                          meas - sim, Mean(r.metrics.exposed_comm),
-                          Mean(r.model.simulated_exposed));
+    absl::StrAppendFormat(&t,
+                          "| %s | %.2f | %.2f | %.2f | %.2f (%d) | %s | %.3f | %.3f | %+.3f | "
+                          "%.3f / %.3f |\n",
+                          r.spec.id, r.costs.f, r.costs.i, r.costs.w, r.trace.transfer_ms,
+                          r.trace.transfer_samples, analytic, sim, meas, meas - sim,
+                          Mean(r.metrics.exposed_comm), Mean(r.model.simulated_exposed));
     sum_ms += std::fabs(meas - sim);
     above += meas > sim ? 1 : 0;
     ++n;
@@ -40,7 +42,8 @@ std::string ModelAgreementSection(const StudyOutcome& o) {
   }
   if (n == 0) return t + "\n**Findings.** No successful run.\n\n";
   absl::StrAppendFormat(
-      &t, "\n**Findings.** Over %d runs the measured bubble differs from the simulated one by "
+      &t,
+      "\n**Findings.** Over %d runs the measured bubble differs from the simulated one by "
       "%.3f on average (absolute fraction), and is larger in %d of them; the largest gap is %s "
       "(measured %.3f vs simulated %.3f). The formula and the simulator differ by %.3f on average "
       "over %d runs with a published formula: the simulator adds the measured transfer time and "
@@ -59,12 +62,13 @@ std::string ModelAgreementSection(const StudyOutcome& o) {
 
 std::string ScaleSection(const StudyOutcome& o) {
   if (o.scaled.empty()) return "";
-  std::string t = "## Q5: more ranks than cores (simulated with the measured per-stage costs)\n\n"
-                  "| residual | schedule | R | M | makespan ms | tokens/s (sim.) | bubble sim. | "
-                  "bubble analytic |\n|---|---|---|---|---|---|---|---|\n";
+  std::string t =
+      "## Q5: more ranks than cores (simulated with the measured per-stage costs)\n\n"
+      "| residual | schedule | R | M | makespan ms | tokens/s (sim.) | bubble sim. | "
+      "bubble analytic |\n|---|---|---|---|---|---|---|---|\n";
   std::map<std::pair<std::string, int>, const ScaledResult*> best;  // (residual, R) at max M
-  int max_m_factor = *std::max_element(o.config.microbatch_factors.begin(),
-                                       o.config.microbatch_factors.end());
+  int max_m_factor =
+      *std::max_element(o.config.microbatch_factors.begin(), o.config.microbatch_factors.end());
   for (const ScaledResult& s : o.scaled) {
     absl::StrAppendFormat(&t, "| %s | %s | %d | %d | %.1f | %.0f | %.3f | %s |\n", s.residual,
                           s.schedule, s.num_ranks, s.num_microbatches, s.makespan_ms,
@@ -76,9 +80,10 @@ std::string ScaleSection(const StudyOutcome& o) {
   }
   std::vector<std::string> findings;
   for (const auto& [key, s] : best) {
-    findings.push_back(absl::StrFormat("%s at R=%d (M=%d): %s has the smallest simulated bubble "
-                                       "(%.3f)", key.first, key.second, s->num_microbatches,
-                                       s->schedule, s->bubble_mean));
+    findings.push_back(
+        absl::StrFormat("%s at R=%d (M=%d): %s has the smallest simulated bubble "
+                        "(%.3f)",
+                        key.first, key.second, s->num_microbatches, s->schedule, s->bubble_mean));
   }
   return absl::StrCat(t, "\n**Findings.** ", absl::StrJoin(findings, "; "),
                       ". Every stage keeps the cost measured on ", o.config.devices,
@@ -123,25 +128,32 @@ absl::Status WriteCharts(const StudyOutcome& o, const std::string& out_dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(dir, ": ", ec.message()));
   const StudyConfig& c = o.config;
-  const int m = *std::max_element(c.microbatch_factors.begin(), c.microbatch_factors.end()) *
-                c.stages;
+  const int m =
+      *std::max_element(c.microbatch_factors.begin(), c.microbatch_factors.end()) * c.stages;
   const std::string res = c.residuals.back();
   BarChart bubble{absl::StrCat("Bubble by schedule (", res, ", ", c.devices, " ranks, M=", m, ")"),
-                  "bubble fraction", c.schedules, {"analytic", "simulated", "measured"},
+                  "bubble fraction",
+                  c.schedules,
+                  {"analytic", "simulated", "measured"},
                   std::vector<std::vector<double>>(3, std::vector<double>(c.schedules.size(), -1))};
-  BarChart tput{absl::StrCat("Throughput by schedule and residual (", c.devices, " ranks, M=", m,
-                             ")"), "tokens/s", c.schedules, c.residuals,
-                std::vector<std::vector<double>>(c.residuals.size(),
-                                                 std::vector<double>(c.schedules.size(), -1))};
-  ScatterChart scatter{"Measured against simulated bubble (all runs)", "simulated bubble",
-                       "measured bubble", c.residuals, {}, true};
+  BarChart tput{
+      absl::StrCat("Throughput by schedule and residual (", c.devices, " ranks, M=", m, ")"),
+      "tokens/s", c.schedules, c.residuals,
+      std::vector<std::vector<double>>(c.residuals.size(),
+                                       std::vector<double>(c.schedules.size(), -1))};
+  ScatterChart scatter{"Measured against simulated bubble (all runs)",
+                       "simulated bubble",
+                       "measured bubble",
+                       c.residuals,
+                       {},
+                       true};
   scatter.points.resize(c.residuals.size());
   for (const RunResult& r : o.runs) {
     if (!r.ok) continue;
-    const size_t k = std::find(c.schedules.begin(), c.schedules.end(), r.spec.schedule) -
-                     c.schedules.begin();
-    const size_t s = std::find(c.residuals.begin(), c.residuals.end(), r.spec.residual) -
-                     c.residuals.begin();
+    const size_t k =
+        std::find(c.schedules.begin(), c.schedules.end(), r.spec.schedule) - c.schedules.begin();
+    const size_t s =
+        std::find(c.residuals.begin(), c.residuals.end(), r.spec.residual) - c.residuals.begin();
     scatter.points[s].push_back({Mean(r.model.simulated), Mean(r.trace.bubble)});
     if (r.spec.comparison != "equal-devices" || r.spec.num_microbatches != m) continue;
     tput.values[s][k] = r.metrics.tokens_per_s;

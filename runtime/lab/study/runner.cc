@@ -25,8 +25,8 @@ namespace {
 // job running on. While a child runs, those signals are passed on to its group; once the
 // child is gone the parent takes the signal itself, as it would have without a child.
 constexpr int kEndingSignals[] = {SIGINT, SIGTERM, SIGHUP};
-constexpr int kMaxChildren = 8;                   // RunChildren's limit
-std::atomic<pid_t> child_groups[kMaxChildren];    // 0: no child in that slot
+constexpr int kMaxChildren = 8;                 // RunChildren's limit
+std::atomic<pid_t> child_groups[kMaxChildren];  // 0: no child in that slot
 volatile std::sig_atomic_t pending_signal = 0;  // the first ending signal received
 
 void PassOn(int sig) {
@@ -76,13 +76,12 @@ ChildResult RunChild(const std::vector<std::string>& argv,
   return RunChildren({ChildCommand{argv, env, log_path}}, timeout_s)[0];
 }
 
-std::vector<ChildResult> RunChildren(const std::vector<ChildCommand>& children,
-                                     double timeout_s) {
+std::vector<ChildResult> RunChildren(const std::vector<ChildCommand>& children, double timeout_s) {
   std::vector<ChildResult> results(children.size());
   if (children.size() > static_cast<size_t>(kMaxChildren)) {
     for (ChildResult& r : results) {
-      r.error = absl::StrCat("RunChildren: ", children.size(), " children, at most ",
-                             kMaxChildren, " at once");
+      r.error = absl::StrCat("RunChildren: ", children.size(), " children, at most ", kMaxChildren,
+                             " at once");
     }
     return results;
   }

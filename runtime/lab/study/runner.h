@@ -15,7 +15,7 @@ struct ChildResult {
   int exit_code = -1;      // the child's exit status; 128 + signal when killed
   bool timed_out = false;  // killed (with its process group) after the limit
   double wall_s = 0;
-  std::string error;       // fork/exec/open failure, empty otherwise
+  std::string error;  // fork/exec/open failure, empty otherwise
 };
 
 // Runs argv[0] with argv in its own process group (so a timeout also ends the workers it
@@ -38,8 +38,7 @@ struct ChildCommand {
 // ending signals passed on to every group), and waits for all of them: each has `timeout_s`
 // from the start and its own result (in `children`'s order). More than 8: every result
 // carries an error and nothing is started.
-std::vector<ChildResult> RunChildren(const std::vector<ChildCommand>& children,
-                                     double timeout_s);
+std::vector<ChildResult> RunChildren(const std::vector<ChildCommand>& children, double timeout_s);
 
 // The last `num_lines` lines of a text file ("" when it cannot be read).
 std::string TailLines(const std::string& path, int num_lines);

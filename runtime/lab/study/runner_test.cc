@@ -75,12 +75,12 @@ TEST_P(RunChildSignals, AnEndingSignalToTheParentEndsTheChildsWholeGroupFirst) {
     // A non-interactive shell starts its background jobs with SIGINT ignored, so for SIGINT
     // the child is the sleep itself (a real job's workers are started by Spawn, which does
     // not ignore it).
-    const std::string publish = absl::StrCat("echo $$ > ", ready, ".tmp; mv ", ready, ".tmp ",
-                                             ready);
-    const ChildResult r = RunChild(
-        {"/bin/sh", "-c",
-         sig == SIGINT ? publish + "; exec sleep 60" : "sleep 60 & " + publish + "; wait"},
-        {}, log, 120);
+    const std::string publish =
+        absl::StrCat("echo $$ > ", ready, ".tmp; mv ", ready, ".tmp ", ready);
+    const ChildResult r =
+        RunChild({"/bin/sh", "-c",
+                  sig == SIGINT ? publish + "; exec sleep 60" : "sleep 60 & " + publish + "; wait"},
+                 {}, log, 120);
     _exit(r.exit_code == 0 ? 0 : 3);  // reached only if the signal did not end this process
   }
   pid_t group = 0;
@@ -149,11 +149,11 @@ TEST(RunChildren, AnEndingSignalEndsEveryChildsGroup) {
     signal(SIGTERM, SIG_DFL);
     std::vector<ChildCommand> children;
     for (const std::string& f : ready) {
-      children.push_back({{"/bin/sh", "-c",
-                           absl::StrCat("sleep 60 & echo $$ > ", f, ".tmp; mv ", f, ".tmp ", f,
-                                        "; wait")},
-                          {},
-                          log});
+      children.push_back(
+          {{"/bin/sh", "-c",
+            absl::StrCat("sleep 60 & echo $$ > ", f, ".tmp; mv ", f, ".tmp ", f, "; wait")},
+           {},
+           log});
     }
     const std::vector<ChildResult> r = RunChildren(children, 120);
     _exit(3);  // reached only if the signal did not end this process

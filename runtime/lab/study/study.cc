@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/config.h"
-#include "base/status_macros.h"
 #include "runtime/lab/study/runner.h"
 
 namespace xhc::study {
@@ -50,13 +50,12 @@ absl::Status Measure(const StudyConfig& c, const std::string& run_dir, RunResult
   ASSIGN_OR_RETURN(r.trace, ParseTrace(trace, r.spec.num_ranks, c.warmup_steps));
   r.costs = MeanStageCosts(r.trace);
   ASSIGN_OR_RETURN(Config job, ParseConfig(r.spec.job_yaml));
-  r.payload_bytes = scheduler::PayloadBytes(
-      static_cast<int64_t>(job.train.batch_size) * job.model.seq_len,
-      job.model.residual.n_streams, job.model.d_model, 4);
-  ASSIGN_OR_RETURN(r.model, ComputeModelBubbles(r.spec.schedule, r.spec.num_ranks,
-                                                r.spec.num_microbatches,
-                                                CostsFrom(r.costs, r.payload_bytes,
-                                                          r.trace.transfer_ms)));
+  r.payload_bytes =
+      scheduler::PayloadBytes(static_cast<int64_t>(job.train.batch_size) * job.model.seq_len,
+                              job.model.residual.n_streams, job.model.d_model, 4);
+  ASSIGN_OR_RETURN(r.model,
+                   ComputeModelBubbles(r.spec.schedule, r.spec.num_ranks, r.spec.num_microbatches,
+                                       CostsFrom(r.costs, r.payload_bytes, r.trace.transfer_ms)));
   return absl::OkStatus();
 }
 
@@ -79,7 +78,7 @@ RunResult ExecuteRun(const StudyOptions& o, const StudyConfig& c, const RunSpec&
       {{"OMP_NUM_THREADS", threads}, {"OPENBLAS_NUM_THREADS", threads}}, log, c.run_timeout_s);
   r.wall_s = child.wall_s;
   if (!child.error.empty() || child.exit_code != 0) {
-    r.failure = child.timed_out ? absl::StrFormat("timed out after %.0f s", c.run_timeout_s)
+    r.failure = child.timed_out        ? absl::StrFormat("timed out after %.0f s", c.run_timeout_s)
                 : !child.error.empty() ? child.error
                                        : absl::StrCat("exit code ", child.exit_code);
     absl::StrAppend(&r.failure, "\n", TailLines(log, 8));
@@ -89,8 +88,8 @@ RunResult ExecuteRun(const StudyOptions& o, const StudyConfig& c, const RunSpec&
     r.failure = absl::StrCat("measurement: ", s.ToString(), "\n", TailLines(log, 4));
     return r;
   }
-  fs::copy_file(dir + "/run/trace.json", absl::StrCat(o.out_dir, "/traces/", spec.id,
-                                                      ".trace.json"),
+  fs::copy_file(dir + "/run/trace.json",
+                absl::StrCat(o.out_dir, "/traces/", spec.id, ".trace.json"),
                 fs::copy_options::overwrite_existing, ec);
   fs::remove_all(dir + "/run/checkpoints", ec);  // weights are not part of the study
   r.ok = true;
@@ -104,9 +103,8 @@ void SimulateAtScale(StudyOutcome& out) {
     const int factor = r.spec.num_microbatches / c.stages;
     for (int ranks : c.simulate_ranks) {
       ScaledResult s{r.spec.residual, r.spec.schedule, ranks, factor * ranks};
-      auto model = ComputeModelBubbles(
-          s.schedule, ranks, s.num_microbatches,
-          CostsFrom(r.costs, r.payload_bytes, r.trace.transfer_ms));
+      auto model = ComputeModelBubbles(s.schedule, ranks, s.num_microbatches,
+                                       CostsFrom(r.costs, r.payload_bytes, r.trace.transfer_ms));
       if (!model.ok()) continue;  // e.g. a rank count the schedule does not support
       s.makespan_ms = model->makespan_ms;
       s.tokens_per_s = out.tokens_per_microbatch * s.num_microbatches /
@@ -121,18 +119,26 @@ void SimulateAtScale(StudyOutcome& out) {
 nlohmann::json ResultsJson(const StudyOutcome& out) {
   nlohmann::json runs = nlohmann::json::array();
   for (const RunResult& r : out.runs) {
-    runs.push_back({{"id", r.spec.id}, {"comparison", r.spec.comparison},
-                    {"schedule", r.spec.schedule}, {"residual", r.spec.residual},
-                    {"ranks", r.spec.num_ranks}, {"stages", r.spec.num_stages},
-                    {"microbatches", r.spec.num_microbatches}, {"ok", r.ok},
-                    {"failure", r.failure}, {"tokens_per_s", r.metrics.tokens_per_s},
-                    {"step_s", r.metrics.step_s}, {"loss", r.metrics.loss},
+    runs.push_back({{"id", r.spec.id},
+                    {"comparison", r.spec.comparison},
+                    {"schedule", r.spec.schedule},
+                    {"residual", r.spec.residual},
+                    {"ranks", r.spec.num_ranks},
+                    {"stages", r.spec.num_stages},
+                    {"microbatches", r.spec.num_microbatches},
+                    {"ok", r.ok},
+                    {"failure", r.failure},
+                    {"tokens_per_s", r.metrics.tokens_per_s},
+                    {"step_s", r.metrics.step_s},
+                    {"loss", r.metrics.loss},
                     {"exposed_comm", r.metrics.exposed_comm},
                     {"peak_rss_mb", r.metrics.peak_rss_mb},
-                    {"bubble_measured", r.trace.bubble}, {"bubble_simulated", r.model.simulated},
+                    {"bubble_measured", r.trace.bubble},
+                    {"bubble_simulated", r.model.simulated},
                     {"bubble_analytic", r.model.analytic},
                     {"cost_ms", {{"f", r.costs.f}, {"i", r.costs.i}, {"w", r.costs.w}}},
-                    {"transfer_ms", r.trace.transfer_ms}, {"payload_bytes", r.payload_bytes}});
+                    {"transfer_ms", r.trace.transfer_ms},
+                    {"payload_bytes", r.payload_bytes}});
   }
   return {{"wall_s", out.wall_s}, {"runs", runs}};
 }
@@ -158,15 +164,17 @@ absl::Status RunStudy(const StudyOptions& o, std::ostream& progress) {
   for (size_t i = 0; i < specs.size(); ++i) {
     const double elapsed = Seconds(t0);
     const std::string eta = i == 0 ? "?" : Clock(elapsed / i * (specs.size() - i));
-    progress << absl::StrFormat("[%zu/%zu] %s (%s, %d ranks, %d stages, M=%d)  elapsed %s  ETA %s\n",
-                                i + 1, specs.size(), specs[i].id, specs[i].comparison,
-                                specs[i].num_ranks, specs[i].num_stages,
-                                specs[i].num_microbatches, Clock(elapsed), eta) << std::flush;
+    progress << absl::StrFormat(
+                    "[%zu/%zu] %s (%s, %d ranks, %d stages, M=%d)  elapsed %s  ETA %s\n", i + 1,
+                    specs.size(), specs[i].id, specs[i].comparison, specs[i].num_ranks,
+                    specs[i].num_stages, specs[i].num_microbatches, Clock(elapsed), eta)
+             << std::flush;
     out.runs.push_back(ExecuteRun(o, out.config, specs[i]));
     const RunResult& r = out.runs.back();
     progress << (r.ok ? absl::StrFormat("      %.0f tok/s, step %.1f ms, %.1f s\n",
                                         r.metrics.tokens_per_s, r.metrics.step_s * 1e3, r.wall_s)
-                      : absl::StrCat("      FAILED: ", r.failure, "\n")) << std::flush;
+                      : absl::StrCat("      FAILED: ", r.failure, "\n"))
+             << std::flush;
   }
   SimulateAtScale(out);
   out.wall_s = Seconds(t0);

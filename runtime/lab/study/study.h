@@ -25,9 +25,9 @@ struct RunResult {
   double wall_s = 0;
   StepMetrics metrics;
   TraceMeasurement trace;
-  StageCosts costs;      // mean per-stage F, I, W (ms)
+  StageCosts costs;  // mean per-stage F, I, W (ms)
   double payload_bytes = 0;
-  ModelBubbles model;    // analytic + simulated with the measured costs
+  ModelBubbles model;  // analytic + simulated with the measured costs
 };
 
 // The equal-device comparison at a rank count that was not measured: every schedule

@@ -5,9 +5,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "runtime/common/config.h"
 #include "runtime/common/config_reader.h"
-#include "base/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
 namespace xhc::study {

@@ -58,7 +58,8 @@ TEST(StudyConfig, RejectsUnknownKeysAndPipelineBlock) {
 
 TEST(Measure, MetricsDiscardWarmupAndAverage) {
   const std::string text =
-      "{\"step\": 1, \"loss\": 5, \"step_s\": 9, \"tokens_per_s\": 1, \"exposed_comm\": [0.9, 0.9]}\n"
+      "{\"step\": 1, \"loss\": 5, \"step_s\": 9, \"tokens_per_s\": 1, \"exposed_comm\": [0.9, "
+      "0.9]}\n"
       "{\"step\": 2, \"loss\": 4, \"step_s\": 0.2, \"tokens_per_s\": 100, \"exposed_comm\": "
       "[0.1, 0.3], \"peak_rss_mb\": [10, 20]}\n"
       "{\"checkpoint_step\": 2, \"bytes\": 100, \"snapshot_stall_s\": 0.001}\n"
@@ -86,13 +87,13 @@ std::string Event(const std::string& name, int pid, int tid, double ts, double d
 // I1.0 [3500, 5500); rank 0's I0.0 runs [6000, 8000) after waiting: window 1000..8000.
 std::string TwoRankTrace() {
   std::vector<std::string> e = {
-      Event("F0.0", 0, 0, 0, 10), Event("optimizer", 0, 0, 20, 5),
-      Event("F1.0", 1, 0, 10, 10), Event("optimizer", 1, 0, 30, 5),
-      Event("F0.0", 0, 0, 1000, 1000), Event("recv B0.0", 0, 1, 2000, 4000),
-      Event("I0.0", 0, 0, 6000, 2000), Event("W0.0", 0, 0, 8000 - 1, 1),
-      Event("optimizer", 0, 0, 9000, 100),
-      Event("recv F1.0", 1, 1, 1500, 1000), Event("F1.0", 1, 0, 2500, 1000),
-      Event("I1.0", 1, 0, 3500, 2000), Event("optimizer", 1, 0, 9000, 100)};
+      Event("F0.0", 0, 0, 0, 10),          Event("optimizer", 0, 0, 20, 5),
+      Event("F1.0", 1, 0, 10, 10),         Event("optimizer", 1, 0, 30, 5),
+      Event("F0.0", 0, 0, 1000, 1000),     Event("recv B0.0", 0, 1, 2000, 4000),
+      Event("I0.0", 0, 0, 6000, 2000),     Event("W0.0", 0, 0, 8000 - 1, 1),
+      Event("optimizer", 0, 0, 9000, 100), Event("recv F1.0", 1, 1, 1500, 1000),
+      Event("F1.0", 1, 0, 2500, 1000),     Event("I1.0", 1, 0, 3500, 2000),
+      Event("optimizer", 1, 0, 9000, 100)};
   return absl::StrCat("{\"traceEvents\":[", absl::StrJoin(e, ","), "]}");
 }
 
@@ -119,8 +120,8 @@ TEST(Measure, TraceBubbleCostsAndTransfer) {
 // "wait peer" + "recv" began at the first part.
 TEST(Measure, TransfersOnlyFromWaitsThatBeganBeforeTheProducerEnded) {
   std::vector<std::string> e = {
-      Event("F0.0", 0, 0, 0, 10), Event("optimizer", 0, 0, 20, 5),
-      Event("F1.0", 1, 0, 10, 10), Event("optimizer", 1, 0, 30, 5),
+      Event("F0.0", 0, 0, 0, 10), Event("optimizer", 0, 0, 20, 5), Event("F1.0", 1, 0, 10, 10),
+      Event("optimizer", 1, 0, 30, 5),
       // Step 2: F0.0 ends at 2000 and F0.1 at 3000.
       Event("F0.0", 0, 0, 1000, 1000), Event("F0.1", 0, 0, 2000, 1000),
       Event("optimizer", 0, 0, 9000, 100),

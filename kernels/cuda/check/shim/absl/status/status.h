@@ -2,8 +2,8 @@
 #define XHC_CUDA_CHECK_SHIM_ABSL_STATUS_STATUS_H_
 
 // Minimal stand-in for the few Abseil names the CPU reference uses (Status, OkStatus,
-// InvalidArgumentError, FailedPreconditionError), so the standalone device check (device_check.sh) builds on a
-// machine that has the CUDA toolkit but no Abseil. Never used by the Bazel build.
+// InvalidArgumentError, FailedPreconditionError), so the standalone device check (device_check.sh)
+// builds on a machine that has the CUDA toolkit but no Abseil. Never used by the Bazel build.
 
 #include <string>
 #include <utility>
