@@ -23,7 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "base/median.h"
+
 namespace {
+
+using xhc::Median;
 
 double ThreadCpuMs() {
   timespec t;
@@ -35,11 +39,6 @@ double WallMs() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 bool WriteAll(int fd, const void* data, size_t n) {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/file_read.h"
 
 namespace xhc {
 namespace {
@@ -38,11 +39,9 @@ absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path)
 
 // nullopt-like: returns false when the file does not exist (yet).
 bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  *out = std::move(buffer).str();
+  absl::StatusOr<std::string> bytes = ReadWholeFile(path);
+  if (!bytes.ok()) return false;
+  *out = *std::move(bytes);
   return true;
 }
 

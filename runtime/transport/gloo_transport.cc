@@ -188,6 +188,8 @@ class GlooPullRecv : public GlooRequestBase {
 
   void AbortWait() override { receiver_->Abort(&pending_); }
 
+  absl::Duration PostCopyTime() const override { return pending_.post_copy; }
+
  private:
   std::string Describe() const {
     return absl::StrFormat("recv from rank %d (%s, same-host path)", receiver_->peer(),

@@ -114,7 +114,9 @@ void PullReceiver::Post(Pending* p) {
   if (it->second.empty()) arrived_.erase(it);
   p->copying = true;
   lock.unlock();
+  const absl::Time start = absl::Now();
   Pull(p, d);
+  p->post_copy = absl::Now() - start;
 }
 
 void PullReceiver::Pull(Pending* p, const PullDescriptor& d) {

@@ -73,6 +73,9 @@ class PullReceiver {
     bool copying = false;
     bool aborted = false;
     absl::Status status;
+    // Set by Post on the posting thread where it copied (the descriptor came first): how
+    // long the copy took there. Read by that thread only, after Post returns.
+    absl::Duration post_copy = absl::ZeroDuration();
   };
 
   // `on_error(gloo_message, what)` translates an exception of gloo's into the Status the
@@ -91,7 +94,8 @@ class PullReceiver {
   PullReceiver(const PullReceiver&) = delete;
   PullReceiver& operator=(const PullReceiver&) = delete;
 
-  // Registers `p`; copies now, on this thread, if its descriptor has already arrived.
+  // Registers `p`; copies now, on this thread, if its descriptor has already arrived (and
+  // records how long that took in p->post_copy).
   void Post(Pending* p);
   // Blocks until `p` is done (true; p->status says how) or `deadline` passes (false).
   bool Await(Pending* p, absl::Time deadline);

@@ -79,6 +79,7 @@ TEST(SameHostPathTest, SendCompletesBeforeTheReceiverWaits) {
   std::vector<float> got(kLarge, 0.0f);
   absl::StatusOr<std::unique_ptr<Request>> recv = world[1]->Irecv(0, tag, got.data(), kLarge);
   ASSERT_TRUE(recv.ok()) << recv.status();
+  EXPECT_EQ((*recv)->PostCopyTime(), absl::ZeroDuration()) << "nothing had arrived to copy";
   absl::StatusOr<std::unique_ptr<Request>> send = world[0]->Isend(1, tag, sent.data(), kLarge);
   ASSERT_TRUE(send.ok()) << send.status();
   // Nobody waits on the receive: the receiver's thread copies and answers on its own.
@@ -106,6 +107,8 @@ TEST(SameHostPathTest, DescriptorBeforeTheReceiveIsHeldAndMatchedInOrder) {
   for (auto [dst, tag] : {std::pair{&got_b, tag_b}, {&got_a1, tag_a}, {&got_a2, tag_a}}) {
     absl::StatusOr<std::unique_ptr<Request>> recv = world[1]->Irecv(0, tag, dst->data(), kLarge);
     ASSERT_TRUE(recv.ok()) << recv.status();
+    // The payload was there: the post copied it on this thread, and says for how long.
+    EXPECT_GT((*recv)->PostCopyTime(), absl::ZeroDuration());
     absl::Status status = (*recv)->Wait(absl::Seconds(20));
     ASSERT_TRUE(status.ok()) << status;
   }

@@ -110,6 +110,11 @@ class Request {
   // deadline, not a poll: an expired Wait fails the Transport (see the failure model). It
   // must be finite. Once Wait has returned, later calls return the same status immediately.
   virtual absl::Status Wait(absl::Duration timeout) = 0;
+
+  // How long the post (Isend or Irecv) spent moving the payload on the calling thread; zero
+  // for a post that only registered the operation, as most do. Set when the post returns and
+  // unchanged after. Callers account it as communication on that thread (it is not compute).
+  virtual absl::Duration PostCopyTime() const { return absl::ZeroDuration(); }
 };
 
 // ---- Transport --------------------------------------------------------------------------
@@ -128,6 +133,9 @@ class Transport {
                                                          size_t count) = 0;
 
   // Posts a receive of exactly `count` floats from `peer` under `tag` into data[0, count).
+  // Posting may copy: where the payload has already arrived (GlooTransport's same-host path,
+  // whose descriptor can come before the receive), Irecv copies it into `data` on the calling
+  // thread before it returns, and the Request's PostCopyTime says how long that took.
   virtual absl::StatusOr<std::unique_ptr<Request>> Irecv(int peer, uint64_t tag, float* data,
                                                          size_t count) = 0;
 

@@ -15,9 +15,6 @@ using scheduler::ActionType;
 
 std::string Name(const char* what, int stage, int mb) { return absl::StrCat(what, stage, ".", mb); }
 
-// A receive's post that took this long did work (PostRecv); shorter ones make no span.
-constexpr absl::Duration kTimedPost = absl::Microseconds(20);
-
 }  // namespace
 
 StageExecutor::StageExecutor(const Config& config, const plan::JobPlan& plan, int rank,
@@ -148,15 +145,13 @@ absl::Status StageExecutor::PostRecv(bool forward, int stage, int mb, int peer) 
       static_cast<size_t>(models_.at(stage)->StateElements(config_.train.batch_size)) +
       kStampFloats);
   recv.expected = {peer, forward ? stage - 1 : stage, mb, step_, 0};
-  // Timed as communication where it took a while: where the payload is already on this host
-  // (GlooTransport's same-host path, its descriptor here before the receive), the post
-  // copies it on this thread (PERF.md 134). The usual post (microseconds) makes no span.
-  const absl::Time t0 = absl::Now();
   ASSIGN_OR_RETURN(recv.request,
                    transport_->Irecv(peer, tag, recv.buffer.data(), recv.buffer.size()));
-  const absl::Time t1 = absl::Now();
-  if (t1 - t0 >= kTimedPost) {
-    AddSpan(Name(forward ? "post recv F" : "post recv B", stage, mb), kComm, t0, t1);
+  // A post that copied an already-arrived payload (Transport::Irecv's contract) spent this
+  // thread's time on communication: a span on that track, ending now.
+  if (const absl::Duration copy = recv.request->PostCopyTime(); copy > absl::ZeroDuration()) {
+    const absl::Time end = absl::Now();
+    AddSpan(Name(forward ? "post recv F" : "post recv B", stage, mb), kComm, end - copy, end);
   }
   (forward ? recv_fwd_ : recv_bwd_)[{stage, mb}] = std::move(recv);
   return absl::OkStatus();

@@ -270,6 +270,18 @@ class RecordingTransport : public Transport {
     int stage;       // the tag's
     double unix_us;  // when posted (span clock)
   };
+  // A request whose post copied the payload for `copy` (Transport::Irecv's contract).
+  class PostCopiedRequest : public Request {
+   public:
+    PostCopiedRequest(std::unique_ptr<Request> inner, absl::Duration copy)
+        : inner_(std::move(inner)), copy_(copy) {}
+    absl::Status Wait(absl::Duration timeout) override { return inner_->Wait(timeout); }
+    absl::Duration PostCopyTime() const override { return copy_; }
+
+   private:
+    std::unique_ptr<Request> inner_;
+    absl::Duration copy_;
+  };
   explicit RecordingTransport(Transport* inner) : inner_(inner) {}
   int rank() const override { return inner_->rank(); }
   int world_size() const override { return inner_->world_size(); }
@@ -281,10 +293,15 @@ class RecordingTransport : public Transport {
   absl::StatusOr<std::unique_ptr<Request>> Irecv(int peer, uint64_t tag, float* data,
                                                  size_t count) override {
     Record(false, tag);
+    if (recv_post_delay == absl::ZeroDuration()) return inner_->Irecv(peer, tag, data, count);
     // A post that does work (as GlooTransport's same-host path does when the payload came
-    // before its receive), where recv_post_delay is set.
-    if (recv_post_delay > absl::ZeroDuration()) absl::SleepFor(recv_post_delay);
-    return inner_->Irecv(peer, tag, data, count);
+    // before its receive), where recv_post_delay is set, and says so (PostCopyTime).
+    const absl::Time start = absl::Now();
+    absl::SleepFor(recv_post_delay);
+    absl::StatusOr<std::unique_ptr<Request>> inner = inner_->Irecv(peer, tag, data, count);
+    if (!inner.ok()) return inner.status();
+    return std::unique_ptr<Request>(
+        std::make_unique<PostCopiedRequest>(*std::move(inner), absl::Now() - start));
   }
   absl::Status AllReduceSum(double* data, size_t count, absl::Duration timeout) override {
     ++collectives;
