@@ -182,11 +182,6 @@ std::vector<int> Schedule::StageToRanks(int stage_idx) const {
   return ranks;
 }
 
-bool Schedule::HoldsStage(int rank, int stage_idx) const {
-  const auto& held = rank_stages[rank];
-  return std::find(held.begin(), held.end(), stage_idx) != held.end();
-}
-
 std::vector<int> Schedule::LossRanks() const {
   std::vector<int> ranks;
   for (int j = 0; j < num_microbatches; ++j) {

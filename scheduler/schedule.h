@@ -66,7 +66,6 @@ struct Schedule {
   }
   // Every rank holding a replica of stage_idx, ascending.
   std::vector<int> StageToRanks(int stage_idx) const;
-  bool HoldsStage(int rank, int stage_idx) const;
   int loss_stage() const { return num_stages - 1; }
   // Ranks that compute the loss: {R-1} normally, {0} for dualpipev and zbv, {R-1, 0} for
   // dualpipe.

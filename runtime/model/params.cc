@@ -274,13 +274,6 @@ void ParamSetT<T>::MaterializeSums() {
 }
 
 template <typename T>
-int64_t ParamSetT<T>::TotalElements() const {
-  int64_t n = 0;
-  for (const auto& p : params_) n += p->numel();
-  return n;
-}
-
-template <typename T>
 ParamSetT<T> BuildStageParams(const ModelConfig& cfg, const StageSpec& spec) {
   ParamSetT<T> ps;
   const int64_t C = cfg.d_model, V = cfg.vocab_size, N = cfg.residual.n_streams;

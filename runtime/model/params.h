@@ -84,7 +84,6 @@ class ParamSetT {
   // Makes grad_acc hold the step's sum as it stands (zeros if no micro-batch ran since
   // ZeroGrads): call before reading or adding to grad_acc directly (the gradient exchanges).
   void MaterializeSums();
-  int64_t TotalElements() const;
   // Every parameter cut into pieces, in canonical order (a tensor's pieces in element order).
   const std::vector<ParamPiece<T>>& pieces() const { return pieces_; }
 
