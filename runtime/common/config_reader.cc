@@ -4,6 +4,10 @@
 
 namespace xhc {
 
+absl::Status InvalidKey(const std::string& key, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(key, ": ", why));
+}
+
 ConfigReader::ConfigReader(YAML::Node node, std::string path)
     : node_(std::move(node)), path_(std::move(path)) {}
 

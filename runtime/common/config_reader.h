@@ -14,6 +14,9 @@
 
 namespace xhc {
 
+// kInvalidArgument "KEY: WHY", the one shape of a config error: every message names its key.
+absl::Status InvalidKey(const std::string& key, const std::string& why);
+
 class ConfigReader {
  public:
   // `path` is the dotted prefix used in messages ("model.residual").

@@ -5,46 +5,54 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "runtime/common/config.h"
+#include "runtime/common/config_reader.h"
 
 // Cross-field checks of the model block (model-spec.md section 1), kept apart from parsing.
 namespace xhc {
 namespace {
 
-absl::Status Invalid(const std::string& key, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat("model.", key, ": ", why));
+// The model block's keys, named from the config's root.
+absl::Status InvalidModelKey(const std::string& key, const std::string& why) {
+  return InvalidKey(absl::StrCat("model.", key), why);
 }
 
 absl::Status ValidateResidual(const ResidualConfig& r) {
-  if (r.sinkhorn_iters < 1) return Invalid("residual.sinkhorn_iters", "must be >= 1");
+  if (r.sinkhorn_iters < 1) return InvalidModelKey("residual.sinkhorn_iters", "must be >= 1");
   if (r.type == ResidualType::kVanilla) return absl::OkStatus();
-  if (r.n_streams < 1) return Invalid("residual.n_streams", "must be >= 1");
-  if (r.n_streams > 256) return Invalid("residual.n_streams", "must be <= 256");
+  if (r.n_streams < 1) return InvalidModelKey("residual.n_streams", "must be >= 1");
+  if (r.n_streams > 256) return InvalidModelKey("residual.n_streams", "must be <= 256");
   for (int width : r.conv_kernels) {
     if (width < 1 || width > 1024) {
-      return Invalid("residual.conv_kernels", absl::StrCat("width ", width, " not in [1, 1024]"));
+      return InvalidModelKey("residual.conv_kernels",
+                             absl::StrCat("width ", width, " not in [1, 1024]"));
     }
   }
-  if (r.conv_kernels.size() > 32) return Invalid("residual.conv_kernels", "at most 32 kernels");
+  if (r.conv_kernels.size() > 32)
+    return InvalidModelKey("residual.conv_kernels", "at most 32 kernels");
   if (r.type == ResidualType::kHc) return absl::OkStatus();
   if (r.type == ResidualType::kMhc) {
-    if (r.n_streams < 2) return Invalid("residual.n_streams", "mhc needs at least 2 streams");
+    if (r.n_streams < 2)
+      return InvalidModelKey("residual.n_streams", "mhc needs at least 2 streams");
     if (r.n_streams > 16) {
-      return Invalid("residual.n_streams", "mhc mixes all N streams: N must be <= 16");
+      return InvalidModelKey("residual.n_streams", "mhc mixes all N streams: N must be <= 16");
     }
     return absl::OkStatus();
   }
   if (r.n_streams == 1) {
-    return Invalid("residual.n_streams", absl::StrCat(ResidualTypeName(r.type), " needs N > 1"));
+    return InvalidModelKey("residual.n_streams",
+                           absl::StrCat(ResidualTypeName(r.type), " needs N > 1"));
   }
   if (r.n_active < 1 || r.n_active > r.n_streams) {
-    return Invalid("residual.n_active", absl::StrFormat("k = %d must be in [1, n_streams = %d]",
-                                                        r.n_active, r.n_streams));
+    return InvalidModelKey(
+        "residual.n_active",
+        absl::StrFormat("k = %d must be in [1, n_streams = %d]", r.n_active, r.n_streams));
   }
   if (r.n_fixed < 0 || r.n_fixed > r.n_active) {
-    return Invalid("residual.n_fixed",
-                   absl::StrFormat("m = %d must be in [0, n_active = %d]", r.n_fixed, r.n_active));
+    return InvalidModelKey(
+        "residual.n_fixed",
+        absl::StrFormat("m = %d must be in [0, n_active = %d]", r.n_fixed, r.n_active));
   }
-  if (r.n_active > 16) return Invalid("residual.n_active", "k must be <= 16");
+  if (r.n_active > 16) return InvalidModelKey("residual.n_active", "k must be <= 16");
   return absl::OkStatus();
 }
 
@@ -53,16 +61,17 @@ absl::Status ValidateWindow(const ModelConfig& m) {
   const ResidualConfig& r = m.residual;
   if (r.type != ResidualType::kXhcFlash) return absl::OkStatus();
   if (r.window != 2 && r.window != 4) {
-    return Invalid("residual.window",
-                   absl::StrCat(r.window,
-                                " is not a valid window (2: xHC-Flash, one block; 4: "
-                                "xHC-Flash-4sub, two blocks)"));
+    return InvalidModelKey("residual.window",
+                           absl::StrCat(r.window,
+                                        " is not a valid window (2: xHC-Flash, one block; 4: "
+                                        "xHC-Flash-4sub, two blocks)"));
   }
   if ((2 * m.n_layers) % r.window != 0) {
-    return Invalid("residual.window",
-                   absl::StrFormat("window %d does not tile the %d sublayers of n_layers = %d "
-                                   "(use an even n_layers, or window: 2)",
-                                   r.window, 2 * m.n_layers, m.n_layers));
+    return InvalidModelKey(
+        "residual.window",
+        absl::StrFormat("window %d does not tile the %d sublayers of n_layers = %d "
+                        "(use an even n_layers, or window: 2)",
+                        r.window, 2 * m.n_layers, m.n_layers));
   }
   return absl::OkStatus();
 }
@@ -74,37 +83,38 @@ absl::Status ValidateWindow(const ModelConfig& m) {
 // hand-written input in the config_fuzzer corpus).
 absl::Status CheckRange(const std::string& key, int value, int lo, int hi) {
   if (value < lo || value > hi) {
-    return Invalid(key, absl::StrFormat("%d is not in [%d, %d]", value, lo, hi));
+    return InvalidModelKey(key, absl::StrFormat("%d is not in [%d, %d]", value, lo, hi));
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateModel(ModelConfig& m) {
-  if (m.vocab_size < 2) return Invalid("vocab_size", "must be >= 2");
-  if (m.d_model < 2) return Invalid("d_model", "must be >= 2");
-  if (m.n_layers < 1) return Invalid("n_layers", "must be >= 1");
+  if (m.vocab_size < 2) return InvalidModelKey("vocab_size", "must be >= 2");
+  if (m.d_model < 2) return InvalidModelKey("d_model", "must be >= 2");
+  if (m.n_layers < 1) return InvalidModelKey("n_layers", "must be >= 1");
   RETURN_IF_ERROR(CheckRange("vocab_size", m.vocab_size, 2, 1 << 24));
   RETURN_IF_ERROR(CheckRange("d_model", m.d_model, 2, 1 << 16));
   RETURN_IF_ERROR(CheckRange("n_layers", m.n_layers, 1, 1 << 12));
   RETURN_IF_ERROR(CheckRange("d_ff", m.d_ff, 0, 1 << 20));
   RETURN_IF_ERROR(CheckRange("seq_len", m.seq_len, 1, 1 << 20));
-  if (m.n_heads < 1) return Invalid("n_heads", "must be >= 1");
+  if (m.n_heads < 1) return InvalidModelKey("n_heads", "must be >= 1");
   if (m.d_model % m.n_heads != 0) {
-    return Invalid("n_heads",
-                   absl::StrFormat("%d heads do not divide d_model %d", m.n_heads, m.d_model));
+    return InvalidModelKey(
+        "n_heads", absl::StrFormat("%d heads do not divide d_model %d", m.n_heads, m.d_model));
   }
   if (m.head_dim() % 2 != 0) {
-    return Invalid("n_heads", absl::StrCat("head dim ", m.head_dim(), " is odd (RoPE needs even)"));
+    return InvalidModelKey("n_heads",
+                           absl::StrCat("head dim ", m.head_dim(), " is odd (RoPE needs even)"));
   }
   if (m.n_kv_heads < 1 || m.n_heads % m.n_kv_heads != 0) {
-    return Invalid("n_kv_heads",
-                   absl::StrFormat("%d does not divide n_heads %d", m.n_kv_heads, m.n_heads));
+    return InvalidModelKey(
+        "n_kv_heads", absl::StrFormat("%d does not divide n_heads %d", m.n_kv_heads, m.n_heads));
   }
   if (m.d_ff == 0) m.d_ff = ((4 * m.d_model + 63) / 64) * 64;
-  if (m.d_ff < 1) return Invalid("d_ff", "must be >= 1");
-  if (m.seq_len < 1) return Invalid("seq_len", "must be >= 1");
-  if (!(m.rope_theta > 0)) return Invalid("rope_theta", "must be > 0");
-  if (!(m.norm_eps > 0)) return Invalid("norm_eps", "must be > 0");
+  if (m.d_ff < 1) return InvalidModelKey("d_ff", "must be >= 1");
+  if (m.seq_len < 1) return InvalidModelKey("seq_len", "must be >= 1");
+  if (!(m.rope_theta > 0)) return InvalidModelKey("rope_theta", "must be > 0");
+  if (!(m.norm_eps > 0)) return InvalidModelKey("norm_eps", "must be > 0");
   RETURN_IF_ERROR(ValidateResidual(m.residual));
   return ValidateWindow(m);
 }

@@ -6,14 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "runtime/common/config_reader.h"
 #include "runtime/plan/plan.h"
 
 namespace xhc::plan {
 namespace {
-
-absl::Status Invalid(const std::string& key, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat(key, ": ", why));
-}
 
 // The end stages' pinned layer counts, as the config gave them (a stage count of one has no
 // ends to make uneven: its only stage holds every layer).
@@ -44,28 +41,28 @@ absl::Status CheckPinnedEnds(const PinnedEnds& ends, int num_layers, int num_sta
   for (const auto& [value, key] : {std::pair{ends.first, "pipeline.first_stage_layers"},
                                    std::pair{ends.last, "pipeline.last_stage_layers"}}) {
     if (value && *value % unit != 0) {
-      return Invalid(key, absl::StrCat(*value, " is not a multiple of ", unit,
-                                       ": model.residual.window 4 keeps layer pairs in one "
-                                       "stage; use an even number"));
+      return InvalidKey(key, absl::StrCat(*value, " is not a multiple of ", unit,
+                                          ": model.residual.window 4 keeps layer pairs in one "
+                                          "stage; use an even number"));
     }
-    if (value && *value < 0) return Invalid(key, absl::StrCat(*value, " must be >= 0"));
+    if (value && *value < 0) return InvalidKey(key, absl::StrCat(*value, " must be >= 0"));
   }
   const int left = num_layers - ends.sum();
   const int num_free = num_stages - ends.count();
   const bool one = ends.count() == 1;  // for the verbs: "... = 7 leaves", "... and ... leave"
   if (left < 0) {
-    return Invalid(ends.Keys(), absl::StrCat(ends.Values(), one ? " exceeds" : " exceed",
-                                             " model.n_layers = ", num_layers));
+    return InvalidKey(ends.Keys(), absl::StrCat(ends.Values(), one ? " exceeds" : " exceed",
+                                                " model.n_layers = ", num_layers));
   }
   if (num_free == 0 && left > 0) {
-    return Invalid(ends.Keys(),
-                   absl::StrCat(ends.Values(), one ? " holds " : " hold ", ends.sum(),
-                                " of model.n_layers = ", num_layers, " layers, but ", where,
-                                " has only these 2 stages: no middle stage takes the other ", left,
-                                "; make them add up to ", num_layers));
+    return InvalidKey(ends.Keys(),
+                      absl::StrCat(ends.Values(), one ? " holds " : " hold ", ends.sum(),
+                                   " of model.n_layers = ", num_layers, " layers, but ", where,
+                                   " has only these 2 stages: no middle stage takes the other ",
+                                   left, "; make them add up to ", num_layers));
   }
   if (left < num_free * unit) {
-    return Invalid(
+    return InvalidKey(
         ends.Keys(),
         absl::StrCat(
             ends.Values(), one ? " leaves " : " leave ", left, " of model.n_layers = ", num_layers,
@@ -120,18 +117,18 @@ absl::Status PlaceLayers(const Config& config, int workers, JobPlan& plan) {
   if (ends.count() > 0) {
     RETURN_IF_ERROR(CheckPinnedEnds(ends, num_layers, num_stages, unit, where));
   } else if (num_stages > num_layers) {
-    return Invalid(
+    return InvalidKey(
         "model.n_layers",
         absl::StrCat(num_layers, " layers cannot fill ", num_stages, " pipeline stages (", where,
                      "); use more layers, fewer pipeline.workers, or let an end stage hold none "
                      "(pipeline.first_stage_layers / last_stage_layers: 0)"));
   } else if (num_stages * unit > num_layers) {
-    return Invalid("model.residual.window",
-                   absl::StrCat(res.window, " keeps ", unit, " layers together, so ", num_layers,
-                                " layers give at most ", num_layers / unit,
-                                " pipeline stages, but ", where, " needs ", num_stages,
-                                "; use window: 2, more model.n_layers, or fewer "
-                                "pipeline.workers"));
+    return InvalidKey("model.residual.window",
+                      absl::StrCat(res.window, " keeps ", unit, " layers together, so ", num_layers,
+                                   " layers give at most ", num_layers / unit,
+                                   " pipeline stages, but ", where, " needs ", num_stages,
+                                   "; use window: 2, more model.n_layers, or fewer "
+                                   "pipeline.workers"));
   }
   auto in_units = [unit](std::optional<int> v) -> std::optional<int> {
     return v ? std::optional<int>(*v / unit) : std::nullopt;
