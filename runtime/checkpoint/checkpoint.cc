@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/manifest_json.h"

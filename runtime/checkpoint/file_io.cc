@@ -52,12 +52,6 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& bytes, 
   return WithFreeSpace(fs.SyncDir(dir), fs, dir);
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 std::string XxHash64Hex(const std::string& bytes) {
   return absl::StrFormat("%016x", XXH64(bytes.data(), bytes.size(), 0));
 }

@@ -24,9 +24,6 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& bytes,
 // fsyncs a directory (after creating or renaming entries in it).
 absl::Status SyncDir(const std::string& dir);
 
-// Reads a whole file; kNotFound naming the path when it cannot be opened.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
-
 // xxHash64 (seed 0) of a byte string, as 16 lowercase hex digits.
 std::string XxHash64Hex(const std::string& bytes);
 

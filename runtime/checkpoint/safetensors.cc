@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
-#include "runtime/checkpoint/file_io.h"
 
 namespace xhc {
 namespace {

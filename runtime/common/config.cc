@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "runtime/common/config_reader.h"
 #include "yaml-cpp/yaml.h"
@@ -13,18 +14,14 @@
 namespace xhc {
 namespace {
 
-absl::Status Invalid(const std::string& key, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat(key, ": ", why));
-}
-
 absl::StatusOr<ResidualType> ParseResidualType(const std::string& key, const std::string& name) {
   if (name == "vanilla") return ResidualType::kVanilla;
   if (name == "hc") return ResidualType::kHc;
   if (name == "mhc") return ResidualType::kMhc;
   if (name == "xhc") return ResidualType::kXhc;
   if (name == "xhc_flash") return ResidualType::kXhcFlash;
-  return Invalid(key, absl::StrCat("unknown residual type '", name,
-                                   "' (expected vanilla, hc, mhc, xhc or xhc_flash)"));
+  return InvalidKey(key, absl::StrCat("unknown residual type '", name,
+                                      "' (expected vanilla, hc, mhc, xhc or xhc_flash)"));
 }
 
 // Type-dependent defaults (model-spec.md section 1) are applied only to keys not given.
@@ -36,7 +33,7 @@ absl::Status ReadResidual(ConfigReader& r, ResidualConfig* res) {
   RETURN_IF_ERROR(r.Get("n_streams", &res->n_streams));
   if (res->type == ResidualType::kVanilla) {
     if (has_streams && res->n_streams != 1) {
-      return Invalid(r.Key("n_streams"), "vanilla residual has exactly 1 stream");
+      return InvalidKey(r.Key("n_streams"), "vanilla residual has exactly 1 stream");
     }
     res->n_streams = 1;
   } else if ((res->type == ResidualType::kMhc || res->type == ResidualType::kHc) && !has_streams) {
@@ -48,9 +45,9 @@ absl::Status ReadResidual(ConfigReader& r, ResidualConfig* res) {
   RETURN_IF_ERROR(r.Get("conv_kernels", &res->conv_kernels));
   if (res->type == ResidualType::kHc) {
     if (has_conv) {
-      return Invalid(r.Key("conv_kernels"),
-                     "hc has no temporal convolutions (use mhc with conv_kernels for the "
-                     "convolution ablation)");
+      return InvalidKey(r.Key("conv_kernels"),
+                        "hc has no temporal convolutions (use mhc with conv_kernels for the "
+                        "convolution ablation)");
     }
     res->conv_kernels.clear();
   } else if (res->type == ResidualType::kMhc && !has_conv) {
@@ -61,7 +58,7 @@ absl::Status ReadResidual(ConfigReader& r, ResidualConfig* res) {
   const bool has_window = r.Has("window");
   RETURN_IF_ERROR(r.Get("window", &res->window));
   if (has_window && res->type != ResidualType::kXhcFlash) {
-    return Invalid(r.Key("window"), "only xhc_flash has a window");
+    return InvalidKey(r.Key("window"), "only xhc_flash has a window");
   }
   return r.Finish();
 }
@@ -93,14 +90,14 @@ absl::Status ReadOptim(ConfigReader& r, OptimConfig* o) {
   RETURN_IF_ERROR(r.Get("weight_decay", &o->weight_decay));
   RETURN_IF_ERROR(r.Get("grad_clip", &o->grad_clip));
   RETURN_IF_ERROR(r.Finish());
-  if (!(o->lr > 0)) return Invalid("optim.lr", "must be > 0");
-  if (o->warmup_steps < 0) return Invalid("optim.warmup_steps", "must be >= 0");
+  if (!(o->lr > 0)) return InvalidKey("optim.lr", "must be > 0");
+  if (o->warmup_steps < 0) return InvalidKey("optim.warmup_steps", "must be >= 0");
   if (o->min_lr_ratio < 0 || o->min_lr_ratio > 1) {
-    return Invalid("optim.min_lr_ratio", "must be in [0, 1]");
+    return InvalidKey("optim.min_lr_ratio", "must be in [0, 1]");
   }
-  if (o->beta1 < 0 || o->beta1 >= 1) return Invalid("optim.beta1", "must be in [0, 1)");
-  if (o->beta2 < 0 || o->beta2 >= 1) return Invalid("optim.beta2", "must be in [0, 1)");
-  if (o->grad_clip < 0) return Invalid("optim.grad_clip", "must be >= 0 (0 disables)");
+  if (o->beta1 < 0 || o->beta1 >= 1) return InvalidKey("optim.beta1", "must be in [0, 1)");
+  if (o->beta2 < 0 || o->beta2 >= 1) return InvalidKey("optim.beta2", "must be in [0, 1)");
+  if (o->grad_clip < 0) return InvalidKey("optim.grad_clip", "must be >= 0 (0 disables)");
   return absl::OkStatus();
 }
 
@@ -113,12 +110,12 @@ absl::Status ReadTrain(ConfigReader& r, TrainConfig* t) {
   RETURN_IF_ERROR(r.Get("eval_batches", &t->eval_batches));
   RETURN_IF_ERROR(r.Get("log_every", &t->log_every));
   RETURN_IF_ERROR(r.Finish());
-  if (t->steps < 0) return Invalid("train.steps", "must be >= 0");
-  if (t->batch_size < 1) return Invalid("train.batch_size", "must be >= 1");
-  if (t->microbatches < 1) return Invalid("train.microbatches", "must be >= 1");
-  if (t->eval_every < 0) return Invalid("train.eval_every", "must be >= 0");
-  if (t->eval_batches < 1) return Invalid("train.eval_batches", "must be >= 1");
-  if (t->log_every < 1) return Invalid("train.log_every", "must be >= 1");
+  if (t->steps < 0) return InvalidKey("train.steps", "must be >= 0");
+  if (t->batch_size < 1) return InvalidKey("train.batch_size", "must be >= 1");
+  if (t->microbatches < 1) return InvalidKey("train.microbatches", "must be >= 1");
+  if (t->eval_every < 0) return InvalidKey("train.eval_every", "must be >= 0");
+  if (t->eval_batches < 1) return InvalidKey("train.eval_batches", "must be >= 1");
+  if (t->log_every < 1) return InvalidKey("train.log_every", "must be >= 1");
   return absl::OkStatus();
 }
 
@@ -134,9 +131,9 @@ absl::Status ReadData(ConfigReader& r, DataConfig* d) {
   }
   RETURN_IF_ERROR(r.Get("val_fraction", &d->val_fraction));
   RETURN_IF_ERROR(r.Finish());
-  if (d->train.empty()) return Invalid("data.train", "needs at least one file or glob");
+  if (d->train.empty()) return InvalidKey("data.train", "needs at least one file or glob");
   if (d->val_fraction <= 0 || d->val_fraction >= 0.5) {
-    return Invalid("data.val_fraction", "must be in (0, 0.5)");
+    return InvalidKey("data.val_fraction", "must be in (0, 0.5)");
   }
   return absl::OkStatus();
 }
@@ -147,9 +144,9 @@ absl::Status ReadStageLayers(ConfigReader& p, const std::string& key, int n_laye
   if (!p.Has(key)) return absl::OkStatus();
   int value = 0;
   RETURN_IF_ERROR(p.Get(key, &value));
-  if (value < 0) return Invalid(p.Key(key), absl::StrCat(value, " must be >= 0"));
+  if (value < 0) return InvalidKey(p.Key(key), absl::StrCat(value, " must be >= 0"));
   if (value > n_layers) {
-    return Invalid(p.Key(key), absl::StrCat(value, " exceeds model.n_layers = ", n_layers));
+    return InvalidKey(p.Key(key), absl::StrCat(value, " exceeds model.n_layers = ", n_layers));
   }
   *out = value;
   return absl::OkStatus();
@@ -167,17 +164,17 @@ absl::Status ReadPipeline(ConfigReader& p, int n_layers, PipelineConfig* pc) {
   RETURN_IF_ERROR(p.Finish());
   if (!pc->schedule_csv.empty() && (has_schedule || has_chunks)) {
     // The CSV says which stages each rank holds and in what order it runs them.
-    return Invalid("pipeline.schedule_csv",
-                   "the CSV is the schedule and its placement; remove pipeline.schedule and "
-                   "pipeline.chunks");
+    return InvalidKey("pipeline.schedule_csv",
+                      "the CSV is the schedule and its placement; remove pipeline.schedule and "
+                      "pipeline.chunks");
   }
-  if (pc->workers < 1) return Invalid("pipeline.workers", "must be >= 1");
-  if (pc->chunks < 1) return Invalid("pipeline.chunks", "must be >= 1");
+  if (pc->workers < 1) return InvalidKey("pipeline.workers", "must be >= 1");
+  if (pc->chunks < 1) return InvalidKey("pipeline.chunks", "must be >= 1");
   if (pc->first_stage_layers && pc->last_stage_layers &&
       *pc->first_stage_layers + *pc->last_stage_layers > n_layers) {
-    return Invalid("pipeline.first_stage_layers + pipeline.last_stage_layers",
-                   absl::StrCat(*pc->first_stage_layers, " + ", *pc->last_stage_layers,
-                                " exceeds model.n_layers = ", n_layers));
+    return InvalidKey("pipeline.first_stage_layers + pipeline.last_stage_layers",
+                      absl::StrCat(*pc->first_stage_layers, " + ", *pc->last_stage_layers,
+                                   " exceeds model.n_layers = ", n_layers));
   }
   return absl::OkStatus();
 }
@@ -192,15 +189,16 @@ absl::Status ReadRest(ConfigReader& root, Config* c) {
   RETURN_IF_ERROR(ck.Get("keep", &c->checkpoint.keep));
   RETURN_IF_ERROR(ck.Get("async", &c->checkpoint.async));
   RETURN_IF_ERROR(ck.Finish());
-  if (c->checkpoint.every < 0) return Invalid("checkpoint.every", "must be >= 0");
-  if (c->checkpoint.keep < 1) return Invalid("checkpoint.keep", "must be >= 1");
+  if (c->checkpoint.every < 0) return InvalidKey("checkpoint.every", "must be >= 0");
+  if (c->checkpoint.keep < 1) return InvalidKey("checkpoint.keep", "must be >= 1");
   RETURN_IF_ERROR(root.Child("fault", &f));
   RETURN_IF_ERROR(f.Get("heartbeat_timeout", &c->fault.heartbeat_timeout_s));
   RETURN_IF_ERROR(f.Get("step_timeout", &c->fault.step_timeout_s));
   RETURN_IF_ERROR(f.Get("max_restarts", &c->fault.max_restarts));
   RETURN_IF_ERROR(f.Finish());
-  if (c->fault.heartbeat_timeout_s <= 0) return Invalid("fault.heartbeat_timeout", "must be > 0");
-  if (c->fault.step_timeout_s <= 0) return Invalid("fault.step_timeout", "must be > 0");
+  if (c->fault.heartbeat_timeout_s <= 0)
+    return InvalidKey("fault.heartbeat_timeout", "must be > 0");
+  if (c->fault.step_timeout_s <= 0) return InvalidKey("fault.step_timeout", "must be > 0");
   return absl::OkStatus();
 }
 
@@ -259,16 +257,7 @@ absl::StatusOr<ModelConfig> ParseModelOnly(const std::string& yaml_text) {
 }
 
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("config file not found: ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  absl::StatusOr<Config> config = ParseConfig(buffer.str());
-  if (!config.ok()) {
-    return absl::Status(config.status().code(),
-                        absl::StrCat(path, ": ", config.status().message()));
-  }
-  return config;
+  return ParseFile(path, [](const std::string& text) { return ParseConfig(text); });
 }
 
 }  // namespace xhc

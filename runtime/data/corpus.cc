@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 
 namespace xhc {
@@ -44,10 +45,9 @@ absl::StatusOr<std::vector<std::string>> Expand(const std::string& pattern) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+absl::StatusOr<Corpus> LoadTrainingCorpus(const Config& config) {
+  return LoadCorpus(config.data.train, config.data.val_fraction,
+                    static_cast<int64_t>(config.model.seq_len + 1) * 8);
 }
 
 size_t SplitBlockSize(size_t total_bytes, int64_t stride) {
@@ -73,7 +73,7 @@ absl::StatusOr<Corpus> LoadCorpus(const std::vector<std::string>& patterns, doub
     char real[PATH_MAX];
     const std::string key = ::realpath(f.c_str(), real) ? std::string(real) : f;
     if (!seen_real.insert(key).second) continue;  // X.u8 -> X symlinks
-    ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(f));
+    ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(f));
     all.insert(all.end(), bytes.begin(), bytes.end());
     corpus.files.push_back(f);
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/common/config.h"
 
 namespace xhc {
 
@@ -25,12 +26,14 @@ struct Corpus {
 absl::StatusOr<Corpus> LoadCorpus(const std::vector<std::string>& patterns, double val_fraction,
                                   int64_t min_train_bytes);
 
+// The corpus a job's config names (`data.train`, `data.val_fraction`), at least 8 training
+// sequences of `model.seq_len + 1` bytes: what the trainer, the launcher's preflight and every
+// worker load, so all three refuse the same config the same way.
+absl::StatusOr<Corpus> LoadTrainingCorpus(const Config& config);
+
 // Bytes per split block: 4 KiB, halved (down to 64) until the corpus has at least 8
 // validation blocks.
 size_t SplitBlockSize(size_t total_bytes, int64_t stride);
-
-// Reads a whole file (kNotFound naming it when absent).
-absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 
 }  // namespace xhc
 

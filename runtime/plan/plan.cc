@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "scheduler/action.h"
 
@@ -55,13 +56,12 @@ absl::StatusOr<JobPlan> MakeReplicaPlan(const Config& config, int workers) {
   if (workers < 1) return absl::InvalidArgumentError("pipeline.workers: must be >= 1");
   if (!config.pipeline.schedule_csv.empty()) {
     const std::string& path = config.pipeline.schedule_csv;
-    std::ifstream in(path);
-    if (!in) {
-      return absl::NotFoundError(absl::StrCat("pipeline.schedule_csv: cannot read ", path));
+    absl::StatusOr<std::string> text = ReadWholeFile(path);
+    if (!text.ok()) {
+      return absl::Status(text.status().code(),
+                          absl::StrCat("pipeline.schedule_csv: ", text.status().message()));
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    return MakePlanFromCsv(config, workers, text.str(), path);
+    return MakePlanFromCsv(config, workers, *text, path);
   }
   scheduler::ScheduleRequest request;
   request.type = config.pipeline.schedule;

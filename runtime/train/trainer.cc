@@ -78,11 +78,6 @@ absl::StatusOr<double> TrainStep(const Config& config, const BatchSampler& sampl
 
 }  // namespace
 
-absl::StatusOr<Corpus> LoadTrainingCorpus(const Config& config) {
-  return LoadCorpus(config.data.train, config.data.val_fraction,
-                    static_cast<int64_t>(config.model.seq_len + 1) * 8);
-}
-
 absl::StatusOr<double> ValidationLoss(const Config& config, const Corpus& corpus,
                                       model::StageModel* model) {
   BatchSampler val(&corpus.val, config.train.seed, config.train.batch_size, config.model.seq_len);

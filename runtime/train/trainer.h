@@ -46,9 +46,6 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
 absl::StatusOr<double> ValidationLoss(const Config& config, const Corpus& corpus,
                                       model::StageModel* model);
 
-// Loads the corpus named by the config (with a minimum size suited to the model).
-absl::StatusOr<Corpus> LoadTrainingCorpus(const Config& config);
-
 }  // namespace xhc::train
 
 #endif  // XHC_RUNTIME_TRAIN_TRAINER_H_

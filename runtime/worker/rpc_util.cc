@@ -4,8 +4,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
-#include "runtime/checkpoint/file_io.h"
 
 namespace xhc::worker {
 

@@ -19,6 +19,7 @@
 #include "proto/xhc.grpc.pb.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/log.h"
+#include "runtime/data/corpus.h"
 #include "runtime/plan/plan.h"
 #include "runtime/train/model_io.h"
 #include "runtime/train/trainer.h"
@@ -170,7 +171,7 @@ absl::Status RunWorker(const WorkerOptions& o) {
   SetLogTag(absl::StrCat("rank ", rank));
   ASSIGN_OR_RETURN(Config config, ParseConfig(reg.config_yaml()));
   ASSIGN_OR_RETURN(plan::JobPlan plan, CheckAssignment(config, reg));
-  ASSIGN_OR_RETURN(Corpus corpus, train::LoadTrainingCorpus(config));
+  ASSIGN_OR_RETURN(Corpus corpus, LoadTrainingCorpus(config));
   GrpcKvStore kv(stub.get(), o.token);
   DataPlane dp;
   std::mutex dp_mu;  // guards dp.transport against the reader thread's Abort

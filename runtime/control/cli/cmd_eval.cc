@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/file_io.h"
@@ -56,13 +57,14 @@ absl::Status Eval(const std::vector<std::string>& args) {
   if (B < 1) return absl::InvalidArgumentError("--batch must be >= 1");
   if (T < 1) return absl::InvalidArgumentError("--seq-len must be >= 1");
   ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelFromFlags(flags, static_cast<int>(T)));
-  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(flags.Get("data")));
+  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(flags.Get("data")));
   if (static_cast<int64_t>(bytes.size()) < B * (T + 1)) {
     return absl::InvalidArgumentError(absl::StrFormat("--data %s has %d bytes; B·(T+1) = %d needed",
                                                       flags.Get("data"), bytes.size(),
                                                       B * (T + 1)));
   }
-  const TokenBatch batch = FirstRows(bytes, static_cast<int>(B), static_cast<int>(T));
+  const TokenBatch batch = FirstRows(std::vector<uint8_t>(bytes.begin(), bytes.end()),
+                                     static_cast<int>(B), static_cast<int>(T));
   model::StageModel model(loaded.config, model::StageSpec::Full(loaded.config),
                           loaded.params.get());
   ASSIGN_OR_RETURN(double loss, model.ForwardOnly(batch.batch, batch.inputs.data(),

@@ -1,9 +1,9 @@
 #include "runtime/control/cli/model_loader.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/control/cli/cli_util.h"
 #include "runtime/train/model_io.h"

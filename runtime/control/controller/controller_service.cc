@@ -3,8 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
-#include "runtime/checkpoint/file_io.h"
 #include "runtime/control/controller/controller_handlers.h"
 
 namespace xhc::controller {

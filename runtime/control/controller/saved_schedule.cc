@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/common/log.h"

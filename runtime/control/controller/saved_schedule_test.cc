@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/file_read.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/file_io.h"
 

@@ -26,7 +26,7 @@
 #include "runtime/control/controller/controller.h"
 #include "runtime/control/controller/controller_service.h"
 #include "runtime/control/dashboard/dashboard_server.h"
-#include "runtime/train/trainer.h"
+#include "runtime/data/corpus.h"
 
 namespace xhc::launch {
 namespace fs = std::filesystem;
@@ -140,7 +140,7 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<controller::Controller> ctl,
                    controller::Controller::Create(config, copts));
   // Workers run on this machine: check their corpus here too, before any process starts.
-  RETURN_IF_ERROR(train::LoadTrainingCorpus(config).status());
+  RETURN_IF_ERROR(LoadTrainingCorpus(config).status());
   std::error_code ec;
   fs::create_directories(options.out_dir, ec);
   ASSIGN_OR_RETURN(std::string token, NewJobToken());

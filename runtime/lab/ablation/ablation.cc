@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/common/config.h"
@@ -41,8 +42,7 @@ void EndStaleChild(const std::string& run_dir) {
   std::ifstream in(run_dir + "/child.pid");
   pid_t pid = 0;
   if (!(in >> pid) || pid <= 1) return;
-  std::ifstream cmdline(absl::StrCat("/proc/", pid, "/cmdline"));
-  std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  const std::string args = ReadWholeFile(absl::StrCat("/proc/", pid, "/cmdline")).value_or("");
   if (args.find(run_dir) == std::string::npos) return;
   kill(-pid, SIGKILL);
   for (int i = 0; i < 100 && fs::exists(absl::StrCat("/proc/", pid)); ++i) {

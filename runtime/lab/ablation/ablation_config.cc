@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "runtime/common/config.h"
 #include "runtime/common/config_reader.h"
@@ -13,10 +14,6 @@
 
 namespace xhc::ablation {
 namespace {
-
-absl::Status Invalid(const std::string& key, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat(key, ": ", why));
-}
 
 // The paper's ablation rows (README's residual table): N = 4 for hc and mhc, N = 16 with
 // k = 4 of them active (2 fixed) for xhc and xhc_flash, kernels [4, 8, 12] where used.
@@ -48,30 +45,31 @@ absl::Status ReadBlock(ConfigReader& r, AblationConfig* c) {
   RETURN_IF_ERROR(r.Get("run_timeout_s", &c->run_timeout_s));
   RETURN_IF_ERROR(r.Get("diagnostics_batch", &c->diagnostics_batch));
   RETURN_IF_ERROR(r.Finish());
-  if (c->variants.empty()) return Invalid(r.Key("variants"), "empty");
+  if (c->variants.empty()) return InvalidKey(r.Key("variants"), "empty");
   std::set<std::string> seen;
   for (const std::string& v : c->variants) {
     if (!VariantResidualYaml(v).ok()) {
       std::string known;
       for (const std::string& k : KnownVariants())
         absl::StrAppend(&known, known.empty() ? "" : ", ", k);
-      return Invalid(r.Key("variants"),
-                     absl::StrCat("unknown variant '", v, "' (known: ", known, ")"));
+      return InvalidKey(r.Key("variants"),
+                        absl::StrCat("unknown variant '", v, "' (known: ", known, ")"));
     }
-    if (!seen.insert(v).second) return Invalid(r.Key("variants"), absl::StrCat("'", v, "' twice"));
+    if (!seen.insert(v).second)
+      return InvalidKey(r.Key("variants"), absl::StrCat("'", v, "' twice"));
   }
-  if (c->seeds.empty()) return Invalid(r.Key("seeds"), "empty");
+  if (c->seeds.empty()) return InvalidKey(r.Key("seeds"), "empty");
   if (std::set<int>(c->seeds.begin(), c->seeds.end()).size() != c->seeds.size()) {
-    return Invalid(r.Key("seeds"), "a seed appears twice");
+    return InvalidKey(r.Key("seeds"), "a seed appears twice");
   }
-  if (c->steps < 1) return Invalid(r.Key("steps"), "must be >= 1");
+  if (c->steps < 1) return InvalidKey(r.Key("steps"), "must be >= 1");
   if (c->eval_every < 1 || c->eval_every > c->steps) {
-    return Invalid(r.Key("eval_every"), "must be in [1, steps]");
+    return InvalidKey(r.Key("eval_every"), "must be in [1, steps]");
   }
-  if (c->parallel_runs < 1) return Invalid(r.Key("parallel_runs"), "must be >= 1");
-  if (c->threads_per_run < 1) return Invalid(r.Key("threads_per_run"), "must be >= 1");
-  if (c->run_timeout_s <= 0) return Invalid(r.Key("run_timeout_s"), "must be > 0");
-  if (c->diagnostics_batch < 1) return Invalid(r.Key("diagnostics_batch"), "must be >= 1");
+  if (c->parallel_runs < 1) return InvalidKey(r.Key("parallel_runs"), "must be >= 1");
+  if (c->threads_per_run < 1) return InvalidKey(r.Key("threads_per_run"), "must be >= 1");
+  if (c->run_timeout_s <= 0) return InvalidKey(r.Key("run_timeout_s"), "must be > 0");
+  if (c->diagnostics_batch < 1) return InvalidKey(r.Key("diagnostics_batch"), "must be >= 1");
   return absl::OkStatus();
 }
 
@@ -105,32 +103,23 @@ absl::StatusOr<AblationConfig> ParseAblationConfig(const std::string& yaml_text)
   ConfigReader block(YAML::Node(), "ablation");
   RETURN_IF_ERROR(top.Child("ablation", &block));
   RETURN_IF_ERROR(ReadBlock(block, &c));
-  if (!top.Has("job")) return Invalid("job", "missing (the job config every run starts from)");
+  if (!top.Has("job")) return InvalidKey("job", "missing (the job config every run starts from)");
   RETURN_IF_ERROR(top.Finish());
   for (const char* key : {"pipeline", "checkpoint"}) {
     if (root["job"][key]) {
-      return Invalid(absl::StrCat("job.", key), "set per run by the study; remove it");
+      return InvalidKey(absl::StrCat("job.", key), "set per run by the study; remove it");
     }
   }
   if (root["job"]["train"] && (root["job"]["train"]["steps"] || root["job"]["train"]["seed"] ||
                                root["job"]["train"]["eval_every"])) {
-    return Invalid("job.train", "steps, seed and eval_every come from the ablation block");
+    return InvalidKey("job.train", "steps, seed and eval_every come from the ablation block");
   }
   c.job_yaml = YAML::Dump(root["job"]);
   return c;
 }
 
 absl::StatusOr<AblationConfig> LoadAblationConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("ablation config ", path, ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto parsed = ParseAblationConfig(text.str());
-  if (!parsed.ok()) {
-    return absl::Status(parsed.status().code(),
-                        absl::StrCat(path, ": ", parsed.status().message()));
-  }
-  return parsed;
+  return ParseFile(path, [](const std::string& text) { return ParseAblationConfig(text); });
 }
 
 absl::StatusOr<std::vector<AblationRun>> ExpandAblationRuns(const AblationConfig& c) {

@@ -46,6 +46,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "base/cpu_info.h"
+#include "base/file_read.h"
 #include "base/median.h"
 #include "runtime/common/config.h"
 #include "runtime/lab/study/bubbles.h"
@@ -66,13 +67,6 @@ struct Options {
   bool side_by_side = true;  // also two one-rank references at once (above)
   std::vector<std::string> schedules = kSchedules;
 };
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // runtime/lab/bench/peer/small.yaml's model (the quickstart's width at 8 layers; 8 micro-batches of
 // 4 x 128 tokens), so its figures compare with the peer benchmark's and PERF.md's.
@@ -131,9 +125,9 @@ Measured Measure(const Options& o, const std::string& schedule, int workers, con
     return m;
   }
   absl::StatusOr<study::StepMetrics> metrics =
-      study::ParseMetrics(ReadAll(dir + "/run/metrics.jsonl"), o.warmup);
+      study::ParseMetrics(ReadWholeFile(dir + "/run/metrics.jsonl").value_or(""), o.warmup);
   absl::StatusOr<study::TraceMeasurement> trace =
-      study::ParseTrace(ReadAll(dir + "/run/trace.json"), workers, o.warmup);
+      study::ParseTrace(ReadWholeFile(dir + "/run/trace.json").value_or(""), workers, o.warmup);
   if (!metrics.ok() || !trace.ok()) {
     m.error = std::string(!metrics.ok() ? metrics.status().message() : trace.status().message());
     return m;

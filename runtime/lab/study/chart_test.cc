@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/file_read.h"
 #include "gtest/gtest.h"
 
 namespace xhc::study {
@@ -161,10 +162,7 @@ TEST(Chart, ScatterShowsDotsAxisLabelsAndWritesThreeFiles) {
   for (const char* ext : {".png", ".svg", ".pdf"}) {
     EXPECT_GT(std::filesystem::file_size(base + ext), 1000u) << ext;
   }
-  std::ifstream in(base + ".png", std::ios::binary);
-  std::stringstream file;
-  file << in.rdbuf();
-  EXPECT_EQ(file.str(), *png) << "the file is the rendered PNG";
+  EXPECT_EQ(ReadWholeFile(base + ".png").value_or(""), *png) << "the file is the rendered PNG";
 }
 
 TEST(Chart, AnUnwritableDirectoryIsAnErrorNamingTheFile) {

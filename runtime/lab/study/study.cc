@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/config.h"
@@ -26,14 +27,6 @@ std::string Clock(double s) {
   return absl::StrFormat("%dm%02ds", t / 60, t % 60);
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 absl::Status WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -44,9 +37,9 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
 
 // Reads the run's outputs into `r`; any missing or malformed file is the run's failure.
 absl::Status Measure(const StudyConfig& c, const std::string& run_dir, RunResult& r) {
-  ASSIGN_OR_RETURN(std::string metrics, ReadFile(run_dir + "/metrics.jsonl"));
+  ASSIGN_OR_RETURN(std::string metrics, ReadWholeFile(run_dir + "/metrics.jsonl"));
   ASSIGN_OR_RETURN(r.metrics, ParseMetrics(metrics, c.warmup_steps));
-  ASSIGN_OR_RETURN(std::string trace, ReadFile(run_dir + "/trace.json"));
+  ASSIGN_OR_RETURN(std::string trace, ReadWholeFile(run_dir + "/trace.json"));
   ASSIGN_OR_RETURN(r.trace, ParseTrace(trace, r.spec.num_ranks, c.warmup_steps));
   r.costs = MeanStageCosts(r.trace);
   ASSIGN_OR_RETURN(Config job, ParseConfig(r.spec.job_yaml));

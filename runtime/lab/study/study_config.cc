@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "runtime/common/config.h"
 #include "runtime/common/config_reader.h"
@@ -12,10 +13,6 @@
 
 namespace xhc::study {
 namespace {
-
-absl::Status Invalid(const std::string& key, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat(key, ": ", why));
-}
 
 absl::Status ReadStudyBlock(ConfigReader& r, StudyConfig* c) {
   RETURN_IF_ERROR(r.Get("schedules", &c->schedules));
@@ -32,21 +29,21 @@ absl::Status ReadStudyBlock(ConfigReader& r, StudyConfig* c) {
   const std::set<std::string> known_residuals = {"vanilla", "hc", "mhc", "xhc", "xhc_flash"};
   for (const std::string& res : c->residuals) {
     if (!known_residuals.count(res)) {
-      return Invalid(r.Key("residuals"), absl::StrCat("unknown residual type '", res, "'"));
+      return InvalidKey(r.Key("residuals"), absl::StrCat("unknown residual type '", res, "'"));
     }
   }
-  if (c->schedules.empty()) return Invalid(r.Key("schedules"), "empty");
-  if (c->residuals.empty()) return Invalid(r.Key("residuals"), "empty");
-  if (c->microbatch_factors.empty()) return Invalid(r.Key("microbatch_factors"), "empty");
-  if (c->devices < 1) return Invalid(r.Key("devices"), "must be >= 1");
+  if (c->schedules.empty()) return InvalidKey(r.Key("schedules"), "empty");
+  if (c->residuals.empty()) return InvalidKey(r.Key("residuals"), "empty");
+  if (c->microbatch_factors.empty()) return InvalidKey(r.Key("microbatch_factors"), "empty");
+  if (c->devices < 1) return InvalidKey(r.Key("devices"), "must be >= 1");
   if (c->stages < 2 || c->stages % 2 != 0) {
-    return Invalid(r.Key("stages"), "must be even and >= 2 (dualpipev folds PP/2 ranks)");
+    return InvalidKey(r.Key("stages"), "must be even and >= 2 (dualpipev folds PP/2 ranks)");
   }
   if (c->steps <= c->warmup_steps || c->warmup_steps < 0) {
-    return Invalid(r.Key("steps"), absl::StrCat("steps ", c->steps, " must exceed warmup_steps ",
-                                                c->warmup_steps, " (nothing left to measure)"));
+    return InvalidKey(r.Key("steps"), absl::StrCat("steps ", c->steps, " must exceed warmup_steps ",
+                                                   c->warmup_steps, " (nothing left to measure)"));
   }
-  if (c->threads_per_worker < 1) return Invalid(r.Key("threads_per_worker"), "must be >= 1");
+  if (c->threads_per_worker < 1) return InvalidKey(r.Key("threads_per_worker"), "must be >= 1");
   return absl::OkStatus();
 }
 
@@ -84,26 +81,17 @@ absl::StatusOr<StudyConfig> ParseStudyConfig(const std::string& yaml_text) {
   ConfigReader study(YAML::Node(), "study");
   RETURN_IF_ERROR(top.Child("study", &study));
   RETURN_IF_ERROR(ReadStudyBlock(study, &c));
-  if (!top.Has("job")) return Invalid("job", "missing (the job config every run starts from)");
+  if (!top.Has("job")) return InvalidKey("job", "missing (the job config every run starts from)");
   RETURN_IF_ERROR(top.Finish());
   if (root["job"]["pipeline"]) {
-    return Invalid("job.pipeline", "set per run by the study; remove it from the job block");
+    return InvalidKey("job.pipeline", "set per run by the study; remove it from the job block");
   }
   c.job_yaml = YAML::Dump(root["job"]);
   return c;
 }
 
 absl::StatusOr<StudyConfig> LoadStudyConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("study config ", path, ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto parsed = ParseStudyConfig(text.str());
-  if (!parsed.ok()) {
-    return absl::Status(parsed.status().code(),
-                        absl::StrCat(path, ": ", parsed.status().message()));
-  }
-  return parsed;
+  return ParseFile(path, [](const std::string& text) { return ParseStudyConfig(text); });
 }
 
 int StagesFor(const std::string& schedule, int num_ranks) {
