@@ -150,7 +150,8 @@ absl::Status StageExecutor::PostRecv(bool forward, int stage, int mb, int peer) 
   recv.expected = {peer, forward ? stage - 1 : stage, mb, step_, 0};
   // Timed as communication where it took a while: where the payload is already on this host
   // (GlooTransport's same-host path, its descriptor here before the receive), the post
-  // copies it on this thread (PERF.md 134). The usual post (microseconds) makes no span.
+  // copies it on this thread (docs/design/pipeline-wait-accounting.md). The usual post
+  // (microseconds) makes no span.
   const absl::Time t0 = absl::Now();
   ASSIGN_OR_RETURN(recv.request,
                    transport_->Irecv(peer, tag, recv.buffer.data(), recv.buffer.size()));
@@ -173,7 +174,7 @@ absl::Status StageExecutor::SendNow(bool forward, int stage, int mb, int peer,
   // Timed, as communication: a transport that writes the payload from the calling thread
   // (gloo does where the peer's receive is already posted, ~1.2 ms per 4 MiB state here)
   // holds the compute thread for that long; GlooTransport posts from its own thread instead
-  // (post_thread.h, PERF.md 113), and this span shows what is left.
+  // (post_thread.h, docs/design/transport-post-thread.md), and this span shows what is left.
   const absl::Time t0 = absl::Now();
   ASSIGN_OR_RETURN(sends_.back().first, transport_->Isend(peer, tag, b.data(), b.size()));
   AddSpan(Name(forward ? "send F" : "send B", stage, mb), kComm, t0, absl::Now());
