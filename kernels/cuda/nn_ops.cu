@@ -63,7 +63,6 @@ __global__ void rmsnorm_bwd_input_kernel(const bf16_t* dy, const bf16_t* x, cons
   }
 }
 
-// dw[c] += sum_r dy x rstd: one thread per column, rows in order (deterministic).
 // dw[c] += sum_r dy[r,c] x[r,c] rstd[r]: a block of 32 x 32 threads per 32 columns, each
 // thread summing every 32nd row in order, then a fixed tree over the 32 row groups (the same
 // bits every run). One thread per column walking all R rows (16 blocks for C = 2048) took

@@ -31,9 +31,9 @@
 #include "kernels/cpu/xhc/skinny_gemm.h"
 
 // Every loop over a tile's rows, tokens or vectors is unrolled completely, so the tile's
-// accumulators live in registers: GCC 12 kept some of these loops (the AVX-512 AxpyTile even
-// at the library's -O3; at -O2 it turned DotTile into a 1 x 3 tile over each token in turn, W
-// re-read per token; docs/design/skinny-gemm-and-isa-dispatch.md).
+// accumulators live in registers: GCC 12 leaves some of these loops rolled (the AVX-512
+// AxpyTile even at the library's -O3), and with its token loop rolled a tile runs as a 1-token
+// tile over each token in turn, W re-read per token (docs/design/skinny-gemm-and-isa-dispatch.md).
 #define XHC_UNROLL _Pragma("GCC unroll 16")
 // A lambda body inlined into its caller (the tile's accumulators stay in registers).
 #define XHC_ALWAYS_INLINE __attribute__((always_inline))
@@ -41,14 +41,14 @@
 namespace xhc::kernels::cpu::internal {
 namespace {
 
-// Both products pack each column chunk of their strided operands into a contiguous buffer
-// first. Why: the state's rows are D = N*C floats apart (64 KiB at N*C = 16384, 16 KiB for
-// the 4096-wide maps), a multiple of the L1 way size (4 KiB) and, at 64 KiB, of the L2 one:
-// the same column of all 16 X rows and 32 W rows falls in ONE cache set (8 ways), so
-// unpacked the chunk that was meant to stay in L1 thrashed (measured on AVX2: DotRows at 30
-// GFLOP/s whether X was in cache or streamed). Packing costs one load + store per element,
-// which the product then uses many times. (DotRows no longer packs X: it reads X's rows in
-// place, in order, below.)
+// AxpyRows and AtXRows pack each column chunk of their strided operand (W, X) into a
+// contiguous buffer first. Why: the state's rows are D = N*C floats apart (64 KiB at N*C =
+// 16384, 16 KiB for the 4096-wide maps), a multiple of the L1 way size (4 KiB) and, at 64 KiB,
+// of the L2 one: the same column of all 16 X rows and 32 W rows falls in ONE cache set (8
+// ways), so unpacked the chunk that is meant to stay in L1 thrashes (measured on AVX2: an
+// unpacked DotRows ran at 30 GFLOP/s whether X was in cache or streamed). Packing costs one
+// load + store per element, which the product then uses many times. DotRows packs only W
+// (transposed): it reads X's rows in place, each in order, below.
 // AxpyRows column chunk (a multiple of the 3-vector tile at both widths): packed W chunk (32
 // rows) 24 KiB in L1, reused by the 4 token groups (AVX2 micro-benchmark, streaming / cached:
 // 96 -> 47 / 62, 192 -> 47 / 65, 384 -> 51 / 64 GFLOP/s; 384 did not help BackwardInput,
@@ -270,8 +270,9 @@ void DotRowsBcastPacked(int nt, int R, int D, const float* X, size_t ldx, const 
 
 // In column blocks: a pass's block of kPackCols columns (kPackCols x kW floats, 4 KiB on
 // AVX2) stays in L1 while each of its rows is written into it. Row by row over all D columns
-// every store went to a new line (kW floats apart) of a 512 KiB pass, from L2: that scatter
-// was 0.8% of the xhc_flash bench's samples (docs/design/skinny-gemm-and-isa-dispatch.md).
+// every store would go to a new line (kW floats apart) of a 512 KiB pass, from L2: that
+// scatter took 0.8% of the xhc_flash bench's samples, the blocks 57% less
+// (docs/design/skinny-gemm-and-isa-dispatch.md).
 constexpr int kPackCols = 64;
 
 template <class S>
@@ -317,7 +318,7 @@ inline void AxpyTile(int R, const float* A, int lda, const float* W, size_t ldw,
     for (int v = 0; v < CW; ++v) a[i][v] = S::Zero();
   }
   // Every line the tile-width run touches: one request per 16 floats, and its last float (an
-  // unaligned run spans one line more). The first and last float alone, as before, left the
+  // unaligned run spans one line more). The first and last float alone would leave the
   // middle line of AVX-512's 3-vector run unrequested (skinny_gemm_bench AxpyRows stream
   // median +10-15% with it: docs/design/skinny-gemm-and-isa-dispatch.md).
   if (!kMasked) {
