@@ -21,7 +21,7 @@
 // is `madvise` (as on the VMs measured here) otherwise backs with 4 KiB pages. The fused
 // kernels stream [tokens, N, C] states a 64 KiB token row at a time, 16 pages per row; with
 // 2 MiB pages xhc_bench's fwd+bwd ran ~3% faster on Zen 4, avx512 and avx2 paths
-// (kernels/cpu/xhc/PERF.md 110).
+// (docs/design/state-buffers-and-memory.md).
 
 namespace xhc {
 

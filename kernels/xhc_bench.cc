@@ -13,8 +13,8 @@
 // per fused phase (phase_ms, phase_cpu_ms), --no_reference for quick runs, --rounds R (best
 // of R timed steps, default 5; more for a profile), --residual V (the variant table, at the
 // --shape and --rounds given; xhc_bench_variants.h); anything else stops it with the usage
-// (xhc_bench_args_test). How to compare versions on this noisy
-// shared machine, and the tuning log (predictions vs measurements): kernels/cpu/xhc/PERF.md.
+// (xhc_bench_args_test). How to compare versions on a noisy shared machine:
+// docs/design/measuring.md; what the kernels' design rests on: docs/design/.
 
 #include <omp.h>
 #include <stdlib.h>

@@ -203,7 +203,8 @@ std::vector<std::vector<Action>> LowerActions(const Schedule& layout,
     const auto& compute = lists[r];
     auto& list = out[r];
     // A held stage's REDUCE_GRAD goes right after the action that completes its weight
-    // gradients here (see header); one that none completes, at the end.
+    // gradients here (see header; docs/design/dualpipe-mirror-exchange.md); one that none
+    // completes, at the end.
     std::map<size_t, std::vector<int>> reduce_after;
     std::vector<int> reduce_at_end;
     for (int st : s.rank_stages[r]) {

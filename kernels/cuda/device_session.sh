@@ -42,8 +42,8 @@ sed -n '/^ceilings/,/^MLP/p' "$DIR/check.log"
 echo "== second timing run"
 sed -n '/^xHC launch/,/^MLP/p' "$DIR/bench2.log" 2>/dev/null
 # Every kernel but the input fills: the plain sublayer's (F's) kernels too, since a slow one
-# there flatters every ratio (session 25 found its RMSNorm weight gradient at 1.78 ms; this
-# summary used to leave F's kernels out), and cuBLAS's, which carry part of the xHC launches.
+# there flatters every ratio (a one-thread-per-column RMSNorm weight gradient took 1.78 ms of
+# F: docs/design/cuda-kernels.md), and cuBLAS's, which carry part of the xHC launches.
 echo "== per kernel"
 grep -v "FillUniform" "$DIR/profile.txt" 2>/dev/null
 echo "device_session: device_check.sh exit $rc; logs in $DIR"

@@ -63,11 +63,11 @@ __global__ void rmsnorm_bwd_input_kernel(const bf16_t* dy, const bf16_t* x, cons
   }
 }
 
-// dw[c] += sum_r dy x rstd: one thread per column, rows in order (deterministic).
 // dw[c] += sum_r dy[r,c] x[r,c] rstd[r]: a block of 32 x 32 threads per 32 columns, each
 // thread summing every 32nd row in order, then a fixed tree over the 32 row groups (the same
 // bits every run). One thread per column walking all R rows (16 blocks for C = 2048) took
-// 1.78 ms at 16K rows, a fifth of the plain MLP sublayer it was the baseline of (PERF.md 9).
+// 1.78 ms at 16K rows, a fifth of the plain MLP sublayer it is the baseline of
+// (docs/design/cuda-kernels.md).
 constexpr int kNormCols = 32, kNormRowGroups = 32;
 __global__ void __launch_bounds__(kNormCols* kNormRowGroups)
     rmsnorm_bwd_weight_kernel(const bf16_t* dy, const bf16_t* x, const float* rstd, float* dw,

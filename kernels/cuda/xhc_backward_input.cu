@@ -314,9 +314,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 //                       r < N) and alpha_pre rstd dzp_r (read-map rows), Wcat (R, D) = the
 //                       router rows over the read-map rows, R = 2N. Both are split into bf16
 //                       hi + lo (hi.hi + lo.hi + hi.lo, K = 3R) for float32-like products.
-// The register-tiled kernel this replaces ran at 1.06 TB/s, latency-bound at 128 registers
-// (PERF.md 8); the GEMM's K of 96 is a sliver of tensor-core work, so both parts are
-// bandwidth passes over the state.
+// One register-tiled kernel for the whole pass ran at 1.06 TB/s, latency-bound at 128
+// registers (docs/design/cuda-kernels.md); the GEMM's K of 96 is a sliver of tensor-core
+// work, so both parts are bandwidth passes over the state.
 
 // Z (n, 3R) bf16: per token [hi(z), hi(z), lo(z)], matching wsplit's three row blocks.
 __global__ void dense_coef_kernel(XhcShape s, XhcDevParams P, XhcDevCache c, bf16_t* Z) {

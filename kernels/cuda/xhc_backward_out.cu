@@ -48,8 +48,9 @@ __global__ void __launch_bounds__(kThreads, MB)
 #pragma unroll
   for (int q = 0; q < NA; ++q) acc[q] = 0.f;
   // V consecutive channels per step (C % V == 0): one 8-byte load per row instead of V
-  // scalar ones. The kernel was issue-bound (PERF.md 4: 1.19 G warp instructions, SM
-  // throughput 77%), most of them address arithmetic and scalar loads.
+  // scalar ones. One channel a step, the kernel was issue-bound (1.19 G warp instructions,
+  // SM throughput 77%: docs/design/cuda-kernels.md), most of them address arithmetic and
+  // scalar loads.
   for (int c0 = threadIdx.x * V; c0 < C; c0 += kThreads * V) {
     float xa[MK][V], v[K][V], d[K][V];
 #pragma unroll
@@ -318,10 +319,10 @@ int LaunchPostBackward(const XhcShape& s, const XhcDevParams& P, const bf16_t* X
                        const bf16_t* out, const bf16_t* dX_new, XhcDevCache* c, bf16_t* d_out,
                        cudaStream_t st) {
   const size_t smem = K > 1 ? (sizeof(float) + sizeof(bf16_t)) * K * s.C : sizeof(float);
-  // 4 channels a step where the rows allow it (C % 4 == 0), else 1.
-  // 4 channels a step where rows allow it, held to 3 blocks per SM (80 registers, a few
-  // spilled): the backward-out launch took 1.75 ms at the bench shape, against 2.01-2.02
-  // unbounded (107 registers, 2 blocks) and 2.06-2.07 one channel a step (PERF.md 10).
+  // 4 channels a step where the rows allow it (C % 4 == 0), else 1; held to 3 blocks per SM
+  // (80 registers, a few spilled): the backward-out launch took 1.75 ms at the bench shape,
+  // against 2.01-2.02 unbounded (107 registers, 2 blocks) and 2.06-2.07 one channel a step
+  // (docs/design/cuda-kernels.md).
   auto kernel =
       s.C % 4 == 0 ? post_backward_kernel<MK, K, 4, 3> : post_backward_kernel<MK, K, 1, 1>;
   XHC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -20,7 +20,7 @@ TEST(EtaEstimator, StaysStableAcrossEvaluationSteps) {
     if (done >= 10) {
       EXPECT_NEAR(left, truth, 1e-9) << "after step " << done;
     }
-    // Never jumps up at an evaluation step (the old last-step-times-steps-left did, 6x).
+    // Never jumps up at an evaluation step (a last-step-times-steps-left estimate does, 6x).
     if (previous >= 0 && done >= 11) {
       EXPECT_LE(left, previous + 1e-9) << "after step " << done;
     }

@@ -46,7 +46,7 @@ struct ParamT {
 // stage's tensors in one parallel region. A stage has hundreds of tensors, most of them small
 // (biases, scalars, norms), and a parallel region per tensor cost more than the sweep itself
 // at the quickstart's size. The length is the gradient norm's block, so the norm summed from
-// pieces is the same number as tensor by tensor.
+// pieces is the same number as tensor by tensor (docs/design/optimizer-and-gradient-sweeps.md).
 inline constexpr int64_t kParamPieceElements = nn::kSumOfSquaresBlock;
 
 template <typename T>

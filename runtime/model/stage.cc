@@ -110,7 +110,8 @@ absl::StatusOr<double> StageModelT<T>::RunForward(MicrobatchState<T>* st, int B,
   const bool in_x_out = !spec_.has_embed && !spec_.has_head;
   std::vector<T> own;
   // A recycled state's buffer (Recycle hands the last X_out back in X_out), not a fresh one
-  // zero-filled for every micro-batch (32 MiB for xhc at 1024 tokens; PERF.md 43).
+  // zero-filled for every micro-batch (32 MiB for xhc at 1024 tokens;
+  // docs/design/state-buffers-and-memory.md).
   if (!in_x_out) own.swap(st->X_out);
   T* X = x_out;
   if (spec_.has_embed) {

@@ -126,8 +126,8 @@ class StageModelT {
   void Recycle(std::unique_ptr<MicrobatchState<T>> st);
   // BackwardInput's running copy of the state (rebuilt into each sublayer's input) and, on
   // the first stage, the state's gradient: kept from one micro-batch to the next (2 x 32 MiB
-  // for xhc at d_model 512 and 1024 tokens), not allocated and zero-filled afresh for each
-  // (PERF.md 43: xhc's untimed step time in model_bench fell from ~95 to ~35 ms).
+  // for xhc at d_model 512 and 1024 tokens), not allocated and zero-filled afresh for each:
+  // that cost ~8 ms each per micro-batch (docs/design/state-buffers-and-memory.md).
   std::vector<T> bwd_X_, bwd_dX_;
   PhaseTimes* phases_ = nullptr;
   SublayerObserver observer_;

@@ -1,10 +1,10 @@
 // What moving one stage-boundary state between two processes on this host costs in CPU time:
 // a loopback TCP stream, as gloo's tcp transport uses (the writer's and the reader's thread
 // CPU time per message, TCP_NODELAY, the kernel's default buffer sizes), against one
-// process_vm_readv copy by the reader (a same-host path GlooTransport does not have) and an
+// process_vm_readv copy by the reader (what GlooTransport's same-host path does) and an
 // in-process memcpy for scale. A pipeline rank moves 16 such states out and 16 in per step at
 // pipeline_bench's size; what they cost lands on the same cores as the compute
-// (kernels/cpu/xhc/PERF.md 119). Prints one JSON line.
+// (docs/design/same-host-path.md). Prints one JSON line.
 //   bazel run //runtime/transport:copy_cost_bench -- [--mib 4] [--iterations 200]
 
 #include <arpa/inet.h>

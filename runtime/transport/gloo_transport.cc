@@ -90,10 +90,10 @@ class GlooRequest : public GlooRequestBase {
   }
 
  private:
-  // A same-host send, on the post thread (a post takes the connection's lock: PERF.md 124):
-  // the acknowledgement's receive is posted before the descriptor goes, so the receiver's
-  // answer always finds it. Both are small; the payload is never written. Throws what gloo
-  // throws.
+  // A same-host send, on the post thread (a post takes the connection's lock:
+  // docs/design/transport-post-thread.md): the acknowledgement's receive is posted before the
+  // descriptor goes, so the receiver's answer always finds it. Both are small; the payload is never
+  // written. Throws what gloo throws.
   void PostPullSend(const float* data, size_t bytes, uint64_t seq) {
     descriptor_ = {tag_, seq, reinterpret_cast<uint64_t>(data), bytes};
     std::unique_ptr<gloo::transport::UnboundBuffer> ack =
@@ -454,7 +454,8 @@ absl::StatusOr<std::unique_ptr<Request>> GlooTransport::Post(bool is_send, int p
   auto request = std::make_unique<GlooRequest>(this, std::move(buffer), is_send, peer, tag);
   // Receives too: posting one takes the connection's lock, which gloo's event loop holds
   // while it reads a payload off that connection and the post thread while it writes one,
-  // so on the caller's thread a receive post waited for whole transfers (PERF.md 124).
+  // so on the caller's thread a receive post waits for whole transfers
+  // (docs/design/transport-post-thread.md).
   request->QueuePost();
   return std::unique_ptr<Request>(std::move(request));
 }

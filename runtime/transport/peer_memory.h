@@ -4,13 +4,13 @@
 // Reading another process's memory on the same host (process_vm_readv), and the probe two
 // ranks run at rendezvous to learn whether one may read the other.
 //
-// Why: on one host, a stage-boundary state sent over loopback TCP costs the writer 0.67-0.89
-// ms and the reader 0.39-0.51 ms of CPU per 4 MiB, against 0.32 ms for one cross-process copy
-// (copy_cost_bench, AMD EPYC, 2 cores; PERF.md 119), and both ranks share those cores with
-// their compute. The probe makes the fast path safe to offer everywhere: it is taken only
-// where the reader proved, by reading a random nonce at the address the peer named, that the
-// pid it was given is that peer in this pid namespace and that the kernel lets it read
-// (ptrace access: same user with Yama off, or CAP_SYS_PTRACE; a container may forbid it).
+// Why: on one host, a stage-boundary state sent over loopback TCP costs the writer 0.67-0.89 ms and
+// the reader 0.39-0.51 ms of CPU per 4 MiB, against 0.32 ms for one cross-process copy
+// (copy_cost_bench, AMD EPYC Zen 4, 2 cores; docs/design/same-host-path.md), and both ranks share
+// those cores with their compute. The probe makes the fast path safe to offer everywhere: it is
+// taken only where the reader proved, by reading a random nonce at the address the peer named, that
+// the pid it was given is that peer in this pid namespace and that the kernel lets it read (ptrace
+// access: same user with Yama off, or CAP_SYS_PTRACE; a container may forbid it).
 
 #include <sys/types.h>
 

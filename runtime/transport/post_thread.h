@@ -7,10 +7,11 @@
 // writes a send's payload into the socket from the thread that calls send(), before send()
 // returns. On loopback that is the user-to-kernel copy and the TCP stack for the whole
 // message: 1.0-1.4 ms per 4 MiB stage-boundary state on the compute thread (AMD EPYC, 2
-// cores; PERF.md 113), where Transport::Isend promises to return at once. Isend queues the
-// post here instead, and so does Irecv: a receive's post takes the connection's lock, which
-// gloo's event loop holds while it reads a payload (PERF.md 124). One thread, first in first
-// out, so posts keep their order (messages with the same peer and tag match in that order).
+// cores), where Transport::Isend promises to return at once. Isend queues the post here
+// instead, and so does Irecv: a receive's post takes the connection's lock, which gloo's
+// event loop holds while it reads a payload (docs/design/transport-post-thread.md). One
+// thread, first in first out, so posts keep their order (messages with the same peer and tag
+// match in that order).
 
 #include <condition_variable>
 #include <cstdint>

@@ -59,7 +59,7 @@ inline constexpr uint64_t kPeerProbeSlot = 0xC8ull << 56;
 // (4 MiB at the quickstart's width). Smaller ones stay on TCP, where one write costs less
 // than a descriptor, a copy and an acknowledgement (each a thread hand-off on busy cores);
 // with 64 KiB, DualPipe's per-parameter mirror sums took the path too and the dualpipe job
-// ran slower (PERF.md 120).
+// ran slower (docs/design/same-host-path.md).
 inline constexpr size_t kPullMinBytes = 1024 * 1024;
 
 class PullReceiver {

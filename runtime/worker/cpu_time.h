@@ -4,7 +4,7 @@
 // CPU time (user + system) of a rank's compute and of the whole process, so a step can say
 // how much its other threads took: the transport's (gloo's event loop reads every payload,
 // the post thread writes them), gRPC's. On a machine whose cores all run compute threads
-// that time comes out of the compute (kernels/cpu/xhc/PERF.md 129).
+// that time comes out of the compute (docs/design/pipeline-wait-accounting.md).
 
 namespace xhc::worker {
 

@@ -148,7 +148,8 @@ absl::Status StageExecutor::PostRecv(bool forward, int stage, int mb, int peer) 
   ASSIGN_OR_RETURN(recv.request,
                    transport_->Irecv(peer, tag, recv.buffer.data(), recv.buffer.size()));
   // A post that copied an already-arrived payload (Transport::Irecv's contract) spent this
-  // thread's time on communication: a span on that track, ending now.
+  // thread's time on communication: a span on that track, ending now
+  // (docs/design/pipeline-wait-accounting.md).
   if (const absl::Duration copy = recv.request->PostCopyTime(); copy > absl::ZeroDuration()) {
     const absl::Time end = absl::Now();
     AddSpan(Name(forward ? "post recv F" : "post recv B", stage, mb), kComm, end - copy, end);
@@ -168,7 +169,7 @@ absl::Status StageExecutor::SendNow(bool forward, int stage, int mb, int peer,
   // Timed, as communication: a transport that writes the payload from the calling thread
   // (gloo does where the peer's receive is already posted, ~1.2 ms per 4 MiB state here)
   // holds the compute thread for that long; GlooTransport posts from its own thread instead
-  // (post_thread.h, PERF.md 113), and this span shows what is left.
+  // (post_thread.h, docs/design/transport-post-thread.md), and this span shows what is left.
   const absl::Time t0 = absl::Now();
   ASSIGN_OR_RETURN(sends_.back().first, transport_->Isend(peer, tag, b.data(), b.size()));
   AddSpan(Name(forward ? "send F" : "send B", stage, mb), kComm, t0, absl::Now());

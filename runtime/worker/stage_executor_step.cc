@@ -47,7 +47,8 @@ absl::Status StageExecutor::PostMirrorRecvs() {
   // addition is commutative, so both copies end bit-identical and stay so after AdamW). The
   // receives are posted when the step starts: gloo moves a message only once its receive is
   // posted, and posted at REDUCE_GRAD they put the whole transfer of the replica's sums (sent
-  // long before when it finished first) behind this rank's last weight pass (PERF.md 118).
+  // long before when it finished first) behind this rank's last weight pass
+  // (docs/design/dualpipe-mirror-exchange.md).
   for (auto& [stage, m] : mirrors_) {
     const auto& params = params_.at(stage)->all();
     m.theirs.resize(params.size());
@@ -68,7 +69,8 @@ absl::Status StageExecutor::PostMirrorSends(int stage,
                                             const std::vector<model::ParamT<float>*>& group) {
   // One message per parameter (tag: its index), its double sums as raw bytes (two float
   // slots per double) straight from grad_acc, which nothing changes until FinishMirror: a
-  // copy of the stage's 10 MB into one buffer took the compute thread 11.6 ms (PERF.md 84).
+  // copy of the stage's 10 MB into one buffer took the compute thread 11.6 ms
+  // (docs/design/dualpipe-mirror-exchange.md).
   MirrorExchange& m = mirrors_.at(stage);
   for (model::ParamT<float>* param : group) {
     const int i = m.index.at(param);
@@ -168,12 +170,12 @@ absl::Status StageExecutor::PostNormRecvs() {
 }
 
 absl::StatusOr<double> StageExecutor::AllReduceGradNorm(double local_sum_of_squares) {
-  // Every rank's pair: when it arrived, so the wait for the slowest counts as waiting on
-  // peers, and its sum of squares, added below in rank order on every rank, so all get the
-  // same bits whatever order the messages (or a reduction) took. Up to kDirectNormRanks
-  // ranks the pairs go straight to every other rank, one message each way into receives
-  // posted when the step started: one hop, where gloo's all-reduce took two rounds of a
-  // notice and the data (PERF.md 128). Larger worlds: one all-reduce of two slots per rank,
+  // Every rank's pair: when it arrived, so the wait for the slowest counts as waiting on peers, and
+  // its sum of squares, added below in rank order on every rank, so all get the same bits whatever
+  // order the messages (or a reduction) took. Up to kDirectNormRanks ranks the pairs go straight to
+  // every other rank, one message each way into receives posted when the step started: one hop,
+  // where gloo's all-reduce takes two rounds of a notice and the data
+  // (docs/design/pipeline-wait-accounting.md). Larger worlds: one all-reduce of two slots per rank,
   // each written by its rank alone (the others add 0, so every slot arrives exact).
   const absl::Time t0 = absl::Now();
   const size_t world = static_cast<size_t>(transport_->world_size());

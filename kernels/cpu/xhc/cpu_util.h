@@ -143,7 +143,8 @@ XHC_INLINE void WeightedSum(int n, int m, const float* __restrict h, const float
 
 // WeightedSums for a compile-time count of outputs: the accumulators are set one by one
 // (an `= {}` array of them was cleared through memory with `rep stos` on every chunk, and the
-// array stayed on the stack: perf on Zen 3, a third of TokenFlashEntry's samples; PERF.md 75).
+// array stayed on the stack: perf on Zen 3, a third of TokenFlashEntry's samples;
+// docs/design/skinny-gemm-and-isa-dispatch.md).
 template <int NO>
 XHC_INLINE void WeightedSumsFixed(int n, int m, const float* __restrict h,
                                   const float* __restrict x, int ldx, float* __restrict y,
@@ -221,7 +222,8 @@ XHC_INLINE void AxpyWeighted(int n, int m, const float* __restrict h, const floa
 // (prefetcht1), one cache line at a time. For rows requested a whole token ahead (128 KiB in
 // the input pass): into L1 (prefetcht0) every request held one of L1's few miss buffers until
 // its line arrived and the prefetch loops stalled on them (perf: 40% of TokenWriteInputGrad's
-// samples); into L2, and the two rows' lines interleaved, the pass took 3% less (PERF.md 106).
+// samples); into L2, and the two rows' lines interleaved, the pass took 3% less
+// (docs/design/fused-xhc-sublayer.md).
 XHC_INLINE void PrefetchL2(int n, const float* a, const float* b = nullptr) {
   for (int c = 0; c < n; c += 16) {
     __builtin_prefetch(a + c, 0, 2);
@@ -233,7 +235,7 @@ XHC_INLINE void PrefetchL2(int n, const float* a, const float* b = nullptr) {
 // for prefetchw (fetched for ownership), but GCC emits it only for a target with PRFCHW,
 // which none of the clones' targets (avx512f, avx2, default) enables: this compiles to
 // prefetcht0, a read prefetch. A real prefetchw (inline asm) measured no different in XhcPost
-// (PERF.md 67).
+// (docs/design/fused-xhc-sublayer.md).
 XHC_INLINE void PrefetchSpanForWrite(int n, const float* p) {
   for (int c = 0; c < n; c += 16) __builtin_prefetch(p + c, 1, 3);
 }
@@ -242,7 +244,7 @@ XHC_INLINE void PrefetchSpanForWrite(int n, const float* p) {
 // that order, with a_i = a + i * lda and b_i = b + i * ldb (ldb may be negative): the same
 // additions as n passes of `out[c] += a_i[c] * b_i[c]`, but each 64-channel chunk of out summed
 // in registers over all i instead of loaded and stored n times (the causal convolutions, n up
-// to 12 taus: ConvToken -15-20%, PERF.md 60).
+// to 12 taus: ConvToken -15-20%, docs/design/skinny-gemm-and-isa-dispatch.md).
 XHC_INLINE void AccumulateProducts(int C, int n, const float* a, ptrdiff_t lda, const float* b,
                                    ptrdiff_t ldb, float* out, bool accumulate) {
   int c = 0;
@@ -291,7 +293,7 @@ XHC_INLINE void AddScaledRows(int n, int m, const float* h, const float* const* 
   for (; c + 4 * kLanes <= n; c += 4 * kLanes) {
     // Four named sums: as an `= {}` array GCC cleared them through memory (`rep stos`) on
     // every chunk and kept them on the stack (perf on Zen 3: 28% of TokenPost's samples on
-    // that rep stos; PERF.md 75).
+    // that rep stos; docs/design/skinny-gemm-and-isa-dispatch.md).
     V16 s0 = {}, s1 = {}, s2 = {}, s3 = {};
     if (start) {
       s0 = LoadV(start + c), s1 = LoadV(start + c + kLanes);

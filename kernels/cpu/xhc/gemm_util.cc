@@ -43,7 +43,7 @@ int AtXColumnBlockWidth(int D, int threads) {
   // Blocks of at most kAtXColumns (six AtXRows chunks: each token's row read as a 4.5 KiB run,
   // the sums in L2), as many as the threads share evenly, all of one width: fixed
   // kAtXColumns-wide blocks left one thread a block more than the other (D = 16384: 15 blocks,
-  // 8 x 1152 columns against 6 x 1152 + 256; PERF.md 102).
+  // 8 x 1152 columns against 6 x 1152 + 256; docs/design/skinny-gemm-and-isa-dispatch.md).
   threads = std::max(1, threads);
   int blocks = (D + kAtXColumns - 1) / kAtXColumns;
   blocks = (blocks + threads - 1) / threads * threads;

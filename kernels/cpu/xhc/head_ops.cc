@@ -117,7 +117,7 @@ absl::Status HeadReduceBackwardInput(const HeadParams& P, int n, int N, int C, c
   const cpu::SkinnyWeights w = cpu::PackForAxpyRows(N, D, P.weight, D);
   // A block of kMaxTokens tokens at a time, both terms, so the block's dX rows (512 KiB at
   // N*C = 8192) are still in L2 when the projection term is added, instead of a second sweep
-  // over the whole dX (the gain was below model_bench's noise: PERF.md 23).
+  // over the whole dX (the gain was below model_bench's noise: docs/design/fused-xhc-sublayer.md).
   const int num_blocks = (n + cpu::kMaxTokens - 1) / cpu::kMaxTokens;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks; ++blk) {
@@ -149,7 +149,8 @@ absl::Status HeadReduceBackwardWeights(const HeadParams& P, int n, int N, int C,
   }
   // weight (N, D) += A^T (N, n) . X (n, D), through the sublayers' weight-gradient kernel
   // (AtXColumns: per element one running sum over the tokens in order, whatever the thread
-  // count); OpenBLAS ran this 16-row shape at about half its rate (PERF.md 42).
+  // count); OpenBLAS ran this 16-row shape at about half its rate
+  // (docs/design/fused-xhc-sublayer.md).
   std::vector<float> tmp(static_cast<size_t>(N) * D);
   cpu::AtXColumns(n, N, D, A.data(), X, D, tmp.data());
   for (size_t q = 0; q < tmp.size(); ++q) G.weight[q] += tmp[q];

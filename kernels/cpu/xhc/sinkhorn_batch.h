@@ -8,7 +8,7 @@
 // token's result is the scalar one bit for bit (sinkhorn_batch_test). Why: the scalar
 // versions spend their time in ~480 dependent divisions per token (20 iterations of k column
 // and k row normalisations, forward and the backward's recomputation and its reverse pass),
-// which one vector division does for 8 tokens (PERF.md 28).
+// which one vector division does for 8 tokens (docs/design/fused-xhc-sublayer.md).
 //
 // Layout: z, dh, h, dz are (8, k*k), lane-major (token l's matrix at l * k * k, row-major).
 // Lanes past the last token of a block are padded by the caller (any finite values) and

@@ -1,5 +1,6 @@
 // AVX-512 versions of DotRows / AxpyRows / AtXRows (skinny_gemm.h): the kernels of
-// skinny_gemm_simd.h over 16-lane vectors (measured on AMD EPYC Zen 5 and Zen 4, PERF.md).
+// skinny_gemm_simd.h over 16-lane vectors (measured on AMD EPYC Zen 5 and Zen 4:
+// docs/design/skinny-gemm-and-isa-dispatch.md).
 // Compiled for AVX-512F by pragma (the build targets x86-64-v2); run only where the CPU has it
 // (skinny_gemm_isa.h).
 

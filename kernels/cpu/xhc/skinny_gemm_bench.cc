@@ -1,9 +1,10 @@
-// Micro-benchmark of the skinny products at the bench's call-site shapes (PERF.md), one
-// thread: DotRows (16 tokens x 16384 against 32 rows: XhcPre's projections; 16 x 4096 against
-// 32: its map projections; 16 x 8192 against 80 and 64: xhc_flash's window entry) and AxpyRows
-// (the BackwardInput products), per path this CPU supports, against OpenBLAS sgemm on 256-token
-// blocks (the alternative of issue #12); AtXRows (the weight passes), and where the case has
-// router rows, with their zeros multiplied densely against skipped (sparse_rows).
+// Micro-benchmark of the skinny products at the bench's call-site shapes
+// (docs/design/skinny-gemm-and-isa-dispatch.md), one thread: DotRows (16 tokens x 16384 against 32
+// rows: XhcPre's projections; 16 x 4096 against 32: its map projections; 16 x 8192 against 80 and
+// 64: xhc_flash's window entry) and AxpyRows (the BackwardInput products), per path this CPU
+// supports, against OpenBLAS sgemm on 256-token blocks (the alternative of issue #12); AtXRows (the
+// weight passes), and where the case has router rows, with their zeros multiplied densely against
+// skipped (sparse_rows).
 // "stream": the token blocks walk a 4096-token state (memory-bound like the real pass);
 // "cached": the same block again and again; "packed-W": with W packed once (SkinnyWeights,
 // as the fused passes call both products; unpacked calls pack W per call), streaming and,
@@ -50,7 +51,7 @@ struct Case {
 // are added per token).
 // tile512: proj's rows over 512 columns, so DotRows' cached block (X 32 KiB, packed W 64 KiB)
 // sits in L1 and L2: the register tile's own rate, against which proj shows what reaching X
-// and W from L3 and memory costs (PERF.md 122).
+// and W from L3 and memory costs (docs/design/skinny-gemm-and-isa-dispatch.md).
 constexpr Case kCases[] = {{"proj", 32, 16384, 16},  {"proj8k", 32, 8192, 16},
                            {"maps", 32, 4096, 0},    {"flash", 80, 8192, 16},
                            {"flash64", 64, 8192, 0}, {"pre16", 16, 16384, 0},

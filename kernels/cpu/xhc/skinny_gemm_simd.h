@@ -11,12 +11,13 @@
 // zero), StoreMasked, Prefetch (to L1), PrefetchL2, Pin (the value itself, opaque to the
 // compiler: a vector that several FMAs share is loaded once into a register instead of being
 // folded into each FMA as a memory operand, which GCC does and which made the tiles
-// load-bound: PERF.md 36).
+// load-bound: docs/design/skinny-gemm-and-isa-dispatch.md).
 //
 // Register tiles are sized for 16 registers (AVX2's ymm count: 12 accumulators + the 3
 // vectors one operand shares + 1 for the other); AVX-512 has 32 but the same 12
 // accumulators already cover its FMA latency (2 pipes x 4 cycles), so it keeps the tiles
-// with twice the columns per vector. Tuning measurements: PERF.md.
+// with twice the columns per vector. Tuning measurements:
+// docs/design/skinny-gemm-and-isa-dispatch.md.
 //
 // Sums: a DotRows output is runs of kDotRun columns added in order (below); AxpyRows' sum
 // over r is r = 0, 1, ... from zero, then added to out; AtXRows' elements are one running sum
@@ -30,9 +31,9 @@
 #include "kernels/cpu/xhc/skinny_gemm.h"
 
 // Every loop over a tile's rows, tokens or vectors is unrolled completely, so the tile's
-// accumulators live in registers: GCC 12 kept some of these loops (the AVX-512 AxpyTile even
-// at the library's -O3; at -O2 it turned DotTile into a 1 x 3 tile over each token in turn, W
-// re-read per token; PERF.md 36).
+// accumulators live in registers: GCC 12 leaves some of these loops rolled (the AVX-512
+// AxpyTile even at the library's -O3), and with its token loop rolled a tile runs as a 1-token
+// tile over each token in turn, W re-read per token (docs/design/skinny-gemm-and-isa-dispatch.md).
 #define XHC_UNROLL _Pragma("GCC unroll 16")
 // A lambda body inlined into its caller (the tile's accumulators stay in registers).
 #define XHC_ALWAYS_INLINE __attribute__((always_inline))
@@ -40,18 +41,18 @@
 namespace xhc::kernels::cpu::internal {
 namespace {
 
-// Both products pack each column chunk of their strided operands into a contiguous buffer
-// first. Why: the state's rows are D = N*C floats apart (64 KiB at N*C = 16384, 16 KiB for
-// the 4096-wide maps), a multiple of the L1 way size (4 KiB) and, at 64 KiB, of the L2 one:
-// the same column of all 16 X rows and 32 W rows falls in ONE cache set (8 ways), so
-// unpacked the chunk that was meant to stay in L1 thrashed (measured on AVX2: DotRows at 30
-// GFLOP/s whether X was in cache or streamed). Packing costs one load + store per element,
-// which the product then uses many times. (DotRows no longer packs X: it reads X's rows in
-// place, in order, below.)
+// AxpyRows and AtXRows pack each column chunk of their strided operand (W, X) into a
+// contiguous buffer first. Why: the state's rows are D = N*C floats apart (64 KiB at N*C =
+// 16384, 16 KiB for the 4096-wide maps), a multiple of the L1 way size (4 KiB) and, at 64 KiB,
+// of the L2 one: the same column of all 16 X rows and 32 W rows falls in ONE cache set (8
+// ways), so unpacked the chunk that is meant to stay in L1 thrashes (measured on AVX2: an
+// unpacked DotRows ran at 30 GFLOP/s whether X was in cache or streamed). Packing costs one
+// load + store per element, which the product then uses many times. DotRows packs only W
+// (transposed): it reads X's rows in place, each in order, below.
 // AxpyRows column chunk (a multiple of the 3-vector tile at both widths): packed W chunk (32
 // rows) 24 KiB in L1, reused by the 4 token groups (AVX2 micro-benchmark, streaming / cached:
 // 96 -> 47 / 62, 192 -> 47 / 65, 384 -> 51 / 64 GFLOP/s; 384 did not help BackwardInput,
-// PERF.md 12).
+// whose dX block is warm: docs/design/skinny-gemm-and-isa-dispatch.md).
 constexpr int kAxpyChunk = 192;
 constexpr int kAxpyMaxR = 64;  // packed W chunk (stack) 48 KiB at most
 // AtXRows column chunk and token block (AVX2 micro-benchmark, one thread, under load; GFLOP/s
@@ -102,14 +103,14 @@ inline void PackRows(int rows, int rows_left, bool lead_in, const float* src, si
   }
 }
 
-// DotRows by broadcasts. The outputs' rows are the vector lanes: W is packed transposed in
-// passes of P = DotPassRows() = 2 kL rows (pass p's element (c, r) at p * D * P + c * P + r,
-// rows past R zero), and a tile of TN tokens keeps TN x RV accumulators (RV = 1-4 vectors,
-// DotRowsBcastPacked) while it walks kDotRun columns: per column RV loads of W and TN
-// broadcasts of X for TN * RV FMAs, X's rows read in place, in order (no packing, no lane
-// reductions). It replaced tiles that split each output over the lanes (X and W packed per
-// column chunk, a lane reduction per output), which stayed at ~0.55 of the FMA peak: on
-// AVX-512 (Zen 5, PERF.md 48) and on AVX2 (Zen 3, 3 tokens x 4 vectors: PERF.md 78).
+// DotRows by broadcasts. The outputs' rows are the vector lanes: W is packed transposed in passes
+// of P = DotPassRows() = 2 kL rows (pass p's element (c, r) at p * D * P + c * P + r, rows past R
+// zero), and a tile of TN tokens keeps TN x RV accumulators (RV = 1 to DotMaxVectors,
+// DotRowsBcastPacked) while it walks kDotRun columns: per column RV loads of W and TN broadcasts of
+// X for TN * RV FMAs, X's rows read in place, in order (no packing, no lane reductions). Tiles that
+// split each output over the lanes (X and W packed per column chunk, a lane reduction per output)
+// stayed at ~0.55 of the FMA peak, on AVX-512 (Zen 5) and on AVX2 (Zen 3):
+// docs/design/skinny-gemm-and-isa-dispatch.md.
 // Sums: each output is runs of kDotRun terms (c increasing, FMA from zero), the runs added in
 // order; so it depends neither on the tile, block or thread nor on the vector width.
 constexpr int kDotRun = 512;  // a run's W rows (64 KiB) are read by every tile of the block
@@ -124,9 +125,10 @@ constexpr int DotPassRows() {
 // accumulators and RV + 1 registers for W and the broadcast, in walks of at most 2 vectors
 // (6 tokens): per column 2 W loads and 6 broadcasts for 12 FMAs, and each run of W read by
 // half as many tiles as 4-vector walks of 3 tokens (whose 16-token blocks also ended in a
-// 1-token tile); PERF.md 105.
+// 1-token tile).
 // A tile's tokens are the X rows it reads at once: 16 of them (RV = 1, rows <= 16, as the
-// head's readout has) ran at 0.6 of 8's rate on Zen 4 (PERF.md 88).
+// head's readout has) ran at 0.6 of 8's rate on Zen 4. Measurements of both choices:
+// docs/design/skinny-gemm-and-isa-dispatch.md.
 template <class S>
 constexpr int DotMaxVectors() {
   return S::kL == 16 ? 3 : 2;
@@ -172,7 +174,7 @@ inline void DotRunTile(int c0, int c1, int D, const float* X, size_t ldx, const 
     for (int c = c0; c < c1; ++c) column(c);
   } else {
     // The tile's rows of the next run requested, one line each per 16 columns of this run
-    // (the run's first walk reads X from memory; PERF.md 114).
+    // (the run's first walk reads X from memory; docs/design/skinny-gemm-and-isa-dispatch.md).
     for (int c = c0; c < c1;) {
       XHC_UNROLL
       for (int i = 0; i < TN; ++i) S::Prefetch(X + i * ldx + c + kDotRun);
@@ -216,7 +218,8 @@ void DotBcastRun(int nt, int c0, int c1, int D, const float* X, size_t ldx, cons
 // The walks over X that rows [0, R) of a group take, f(r0, rv, rows) for each: each starts on
 // a packed pass and takes rv vectors, up to DotMaxVectors; on AVX-512 the last 3 vectors in
 // one walk (spanning a pass and half the next), 2 (one pass) while more remain, so xhc_flash's
-// 80 rows are 32 + 48 there (no 1-vector walk, PERF.md 57), and five 16-row walks on AVX2.
+// 80 rows are 32 + 48 there (no 1-vector walk, docs/design/flash-window.md), and five 16-row
+// walks on AVX2.
 template <class S, class F>
 inline void ForEachDotWalk(int R, F f) {
   constexpr int kMaxV = DotMaxVectors<S>();
@@ -267,8 +270,9 @@ void DotRowsBcastPacked(int nt, int R, int D, const float* X, size_t ldx, const 
 
 // In column blocks: a pass's block of kPackCols columns (kPackCols x kW floats, 4 KiB on
 // AVX2) stays in L1 while each of its rows is written into it. Row by row over all D columns
-// every store went to a new line (kW floats apart) of a 512 KiB pass, from L2: that scatter
-// was 0.8% of the xhc_flash bench's samples (PERF.md 79).
+// every store would go to a new line (kW floats apart) of a 512 KiB pass, from L2: that
+// scatter took 0.8% of the xhc_flash bench's samples, the blocks 57% less
+// (docs/design/skinny-gemm-and-isa-dispatch.md).
 constexpr int kPackCols = 64;
 
 template <class S>
@@ -314,9 +318,9 @@ inline void AxpyTile(int R, const float* A, int lda, const float* W, size_t ldw,
     for (int v = 0; v < CW; ++v) a[i][v] = S::Zero();
   }
   // Every line the tile-width run touches: one request per 16 floats, and its last float (an
-  // unaligned run spans one line more). The first and last float alone, as before, left the
+  // unaligned run spans one line more). The first and last float alone would leave the
   // middle line of AVX-512's 3-vector run unrequested (skinny_gemm_bench AxpyRows stream
-  // median +10-15% with it: PERF.md 68).
+  // median +10-15% with it: docs/design/skinny-gemm-and-isa-dispatch.md).
   if (!kMasked) {
     XHC_UNROLL
     for (int i = 0; i < TN; ++i) {
@@ -413,7 +417,7 @@ void AxpyRowsSimd(int nt, int R, int D, const float* A, int lda, const float* W,
 // L1 buffer; the same tiles read it, so the same sums. Packing per call re-read W's rows
 // (64 KiB apart at N*C = 16384, so the same column of all rows shares one L1 and one L2 set)
 // for every 16-token block: with it skipped (timing only), AxpyRows ran 55 -> 70 GFLOP/s
-// streaming (PERF.md 85).
+// streaming (docs/design/skinny-gemm-and-isa-dispatch.md).
 template <class S>
 void PackAxpyRowsChunks(int R, int D, const float* W, size_t ldw, PackedBuffer* packed) {
   const int chunks = (D + kAxpyChunk - 1) / kAxpyChunk;
@@ -553,7 +557,7 @@ void AtXRowsSimd(int n, int R, int D, const float* A, int lda, const float* X, s
   // compute (up to 32: xhc's 16 read-map rows, the maps' 32): 32 rows of the same columns
   // share one L1 set, and requested that early they evicted each other (-5 to -8% of the
   // weight products' time with L2); with more (xhc_flash's entry, 64) L1 was 5% faster.
-  const bool to_l2 = R - sparse <= 32;  // PERF.md 115
+  const bool to_l2 = R - sparse <= 32;  // docs/design/skinny-gemm-and-isa-dispatch.md
   for (int t0 = 0; t0 < n; t0 += kAtXTokens) {
     const int kt = std::min(kAtXTokens, n - t0);
     const float* a = A + static_cast<size_t>(t0) * lda;

@@ -153,7 +153,8 @@ TEST_P(SkinnyGemmTest, AtXRowsIndependentOfSplit) {
 }
 
 // AtXColumns' blocks: one width, a multiple of 16 and at most kAtXColumns, covering D, and at
-// the weight passes' widths as many blocks as the threads share evenly (PERF.md 102).
+// the weight passes' widths as many blocks as the threads share evenly
+// (docs/design/skinny-gemm-and-isa-dispatch.md).
 TEST(AtXColumnsTest, BlocksShareEvenlyOverThreads) {
   for (int threads : {1, 2, 3, 4}) {
     for (int D : {16, 40, 640, 1000, 2048, 4096, 4100, 8192, 16384}) {

@@ -54,7 +54,8 @@ inline void RestoreToken(const XhcCacheT<T>& cache, size_t tok, T* xt, bool stre
 // machines measured here (32 MiB a CCD on the EPYCs), the weight pass that reads the state next
 // takes it from memory either way, and streaming saves the reads for ownership (xhc_bench,
 // 256 MiB state: restore 8.6-9.9 -> 4.5-6.8 ms); at model_bench's 32 MiB the restored rows
-// were still in cache for it and streaming them out cost more than it saved (PERF.md 103).
+// were still in cache for it and streaming them out cost more than it saved
+// (docs/design/state-buffers-and-memory.md).
 constexpr size_t kStreamRestoreBytes = size_t{128} << 20;
 
 // X (B*T, N, C): in, the state after the sublayer that filled `cache`; out, its input.
@@ -66,8 +67,9 @@ void RestoreInput(const XhcCacheT<T>& cache, T* X, size_t stream_from_bytes = kS
   const bool stream = std::is_same_v<T, float> && C % 4 == 0 &&
                       reinterpret_cast<uintptr_t>(X) % 16 == 0 &&
                       n * D * sizeof(T) >= stream_from_bytes;
-  // Over threads: serial, this was ~2.6 ms per sublayer at model_bench's shape (8 MiB of
-  // scattered rows), run by both the input and the weight pass: ~2% of an xhc step (PERF.md 23).
+  // Over threads: serial, this takes ~2.6 ms per sublayer at model_bench's shape (8 MiB of
+  // scattered rows), run by both the input and the weight pass: ~2% of an xhc step
+  // (docs/design/state-buffers-and-memory.md).
 #pragma omp parallel
   {
 #pragma omp for schedule(static)

@@ -39,7 +39,8 @@ XHC_CLONES void GramSchmidtToken(const XhcDims& d, bool orthogonalise, const flo
       continue;
     }
     // Step i takes v_i out of the running vector: from g_j, each step's result straight into
-    // the next step's history row (or v_j after the last), no copies (PERF.md 86).
+    // the next step's history row (or v_j after the last), no copies
+    // (docs/design/fused-xhc-sublayer.md).
     const float* src = gj;
     for (int i = 0; i < j; ++i) {
       float* dst = hist && i + 1 < j ? hist + ((j - 1) * d.r + i + 1) * C : vj;

@@ -179,8 +179,8 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParams& P, const floa
       // Convolution backward (out[t] fed g_j[t + tau] through w_j[tau], same sequence only)
       // of the chunk's tokens whose dg rows all lie in the chunk, while they are in cache:
       // all but its last widest - 1 (a separate pass over every token took 8 of bwd_out's
-      // 47 ms at xhc_bench's shape, PERF.md 93). The same calls in the same order per token
-      // as the pass below, so the same bits.
+      // 47 ms at xhc_bench's shape, docs/design/fused-xhc-sublayer.md). The same calls in the
+      // same order per token as the pass below, so the same bits.
       for (int tok = c0; tok < c1 && d.r > 0; ++tok) {
         if (conv_inputs_before(tok, c1)) {
           TokenConvBackward(d, conv_w, cache->dg.data(), T, tok, d_out);
@@ -362,9 +362,8 @@ XHC_CLONES void TokenWriteInputGrad(const XhcDims& d, const XhcCache& cache, con
     const float* __restrict xi = x + i * C;
     const float h = hpre[i];
     // The next token's stream i of X_in and dX: this pass is where both first arrive from
-    // memory; requested one token ahead, they arrive while this token computes (bwd_input
-    // -9% on Zen 5, PERF.md 41), into L2 (PERF.md 106). `prefetch_next`: the next token is in
-    // this block.
+    // memory; requested one token ahead, they arrive while this token computes, into L2
+    // (docs/design/fused-xhc-sublayer.md). `prefetch_next`: the next token is in this block.
     if (prefetch_next) cpu::PrefetchL2(C, xi + D, dst + D);
     if (active[i]) {
       for (int c = 0; c < C; ++c) dst[c] = h * du[c] - a * xi[c] + b;
@@ -417,7 +416,8 @@ InactiveReads InactiveReadsOf(const XhcDims& d, const XhcCache& cache, size_t to
 // where only the routed streams' (k - m of N per token) are; the others' dz is exactly 0,
 // since the gradient reaches the router only through the selected p_j. The nonzero rows are
 // added in one sweep over dX[tok] (AddScaledRows: the same additions in row order as one
-// sweep per row, which read and wrote the token's 64 KiB of dX once per row; PERF.md 104).
+// sweep per row, which read and wrote the token's 64 KiB of dX once per row;
+// docs/design/fused-xhc-sublayer.md).
 XHC_CLONES void TokenAddSparseRows(int rows, int D, const float* z, const float* W, float* dxt) {
   float h[256];
   const float* x[256];

@@ -22,8 +22,8 @@ struct StackedWeights {
 
 // rowsum of the first `rows` (the router's; only they are read: the LayerNorm correction),
 // the others left 0. Each row's sum is one sequential double sum, so the rows are spread over
-// threads (per call this was a serial ~262k-add dependency chain over all 2N rows at
-// N*C = 8192, PERF.md 15).
+// threads (on one thread, all 2N rows at N*C = 8192 are a serial ~262k-add dependency chain
+// per call).
 inline void RouterRowSums(int rows, size_t D, StackedWeights* s) {
   s->rowsum.assign(s->rows, 0.0f);
   const float* w = s->w.data();

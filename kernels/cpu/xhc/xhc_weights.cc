@@ -1,9 +1,8 @@
-// Optimized weight-gradient backward (W) of the xHC sublayer. Reductions over tokens are
-// sgemms with the token axis as the inner dimension (OpenBLAS threads split only the output,
-// so each element's token order is fixed) or sequential loops; the conv reduction is split
-// over channels. The result is bit-identical for any thread count. The two projection
-// products tmp = A^T . X run through AtXColumns (own kernel, tokens in order per element; it
-// replaced OpenBLAS, which re-packed A for every column block: PERF.md, 14).
+// Optimized weight-gradient backward (W) of the xHC sublayer. Reductions over tokens run
+// through AtXColumns (the products tmp = A^T . X: own kernel, one running sum per element over
+// the tokens in order; OpenBLAS re-packed A for every column block:
+// docs/design/skinny-gemm-and-isa-dispatch.md) or sequential loops; the conv reduction is
+// split over channels. The result is bit-identical for any thread count.
 
 #include <algorithm>
 #include <cstring>
@@ -165,12 +164,13 @@ constexpr int kConvChunk = 16;
 
 // G taps tau0 .. tau0 + G - 1 of one convolution over a chunk of nt tokens, for the 16-channel
 // vectors of [0, w) (then a scalar tail): each vector's G sums are held in registers across the
-// chunk (loaded from and stored to gw once), where a pass per token loaded and stored every
-// tap's sums of the block (24 at kernels 4, 8, 12) for every token (PERF.md 101). Per element
-// the same additions in the same token order as `gw[tau][c] += dg[t][c] * out[t - tau][c]`
-// token by token, so the same bits. dg: the chunk's first token's row (rows w apart); out: the
-// out row of that token (rows w apart, the earlier tokens' before it); t0: the first token's
-// position in its sequence; T: sequence length.
+// chunk (loaded from and stored to gw once), where a pass per token loads and stores every
+// tap's sums of the block (24 at kernels 4, 8, 12) for every token
+// (docs/design/fused-xhc-sublayer.md). Per element the same additions in the same token order
+// as `gw[tau][c] += dg[t][c] * out[t - tau][c]` token by token, so the same bits. dg: the
+// chunk's first token's row (rows w apart); out: the out row of that token (rows w apart, the
+// earlier tokens' before it); t0: the first token's position in its sequence; T: sequence
+// length.
 template <int G>
 XHC_INLINE void ConvWeightTaps(int nt, int t0, int T, int tau0, int w, const float* dg,
                                const float* out, float* gw) {
@@ -218,8 +218,8 @@ XHC_INLINE void ConvWeightTaps(int nt, int t0, int T, int tau0, int w, const flo
 // of kConvChunk tokens. Each chunk's pieces of the block (its dg rows, and the out rows from
 // widest - 1 tokens before it) are first copied together: read in place, every token's rows of
 // a column lie 12 or 16 KiB apart, i.e. in one L1 set and few L2 sets, and a vector's walk
-// over the chunk evicted its own lines (PERF.md 101). sums: the block's own, [tap of all j in
-// order][c1 - c0].
+// over the chunk evicted its own lines (docs/design/fused-xhc-sublayer.md). sums: the block's
+// own, [tap of all j in order][c1 - c0].
 XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0, int c1,
                                 float* sums) {
   const int T = cache.T_len, n = cache.B * T, C = d.C, K = d.K, w = c1 - c0;
@@ -280,7 +280,8 @@ XHC_CLONES void ConvWeightBlock(const XhcDims& d, const XhcCache& cache, int c0,
 void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G) {
   const int C = d.C;
   // 256 channels (1 KiB runs of each token's rows, which the hardware prefetcher follows; at
-  // 64 every block walked all tokens in 256-byte pieces, a cache miss each: PERF.md, 14).
+  // 64 every block walked all tokens in 256-byte pieces, a cache miss each:
+  // docs/design/fused-xhc-sublayer.md).
   constexpr int kBlock = 256;
   const int num_blocks = (C + kBlock - 1) / kBlock;
   int taps = 0;
@@ -288,7 +289,8 @@ void ConvWeightGrads(const XhcDims& d, const XhcCache& cache, const XhcGrads& G)
   // This micro-batch's sum is formed apart, then added: accumulation across calls is then
   // one rounding per call, as for the other parameters. Each block sums into its own
   // cache-line-aligned part: in one shared [tap][C] array two blocks met inside a cache line
-  // on every tap row, which the threads then passed back and forth per token (PERF.md, 56).
+  // on every tap row, which the threads then passed back and forth per token
+  // (docs/design/fused-xhc-sublayer.md).
   const size_t part = (static_cast<size_t>(taps) * kBlock + 15) / 16 * 16;
   std::vector<float, cpu::CacheLineAllocator<float>> sums(part * num_blocks, 0.0f);
 #pragma omp parallel for schedule(dynamic, 1)

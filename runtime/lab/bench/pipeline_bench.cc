@@ -68,8 +68,9 @@ struct Options {
   std::vector<std::string> schedules = kSchedules;
 };
 
-// runtime/lab/bench/peer/small.yaml's model (the quickstart's width at 8 layers; 8 micro-batches of
-// 4 x 128 tokens), so its figures compare with the peer benchmark's and PERF.md's.
+// runtime/lab/bench/peer/small.yaml's model (the quickstart's width at 8 layers; 8
+// micro-batches of 4 x 128 tokens), so its figures compare with the peer benchmark's and
+// those in docs/design/.
 std::string JobYaml(const Options& o, const std::string& schedule, int workers) {
   return absl::StrCat(
       "model: {d_model: 128, n_layers: 8, n_heads: 4, n_kv_heads: 2, seq_len: 128,\n"

@@ -84,8 +84,8 @@ void MeasureTransfers(const std::vector<Span>& spans, int warmup, TraceMeasureme
     // Only receives already waiting when the producer finished: their wait ended when the
     // data was there, so arrival - producer's end is the whole transfer. A wait that began
     // later may have found the data there and spent its time on something else: a
-    // transport that copies inside the wait (PERF.md 132's first variant) made every such
-    // wait look like a transfer hundreds of ms long, and the simulated bubble 0.24.
+    // transport that copies inside the wait (docs/design/pipeline-wait-accounting.md) makes
+    // every such wait look like a transfer hundreds of ms long (a simulated bubble of 0.24).
     auto started = wait_start.find({s.rank, s.step, s.name});
     const double start = started != wait_start.end() ? started->second : s.ts;
     if (start > it->second) continue;

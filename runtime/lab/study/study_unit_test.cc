@@ -115,9 +115,9 @@ TEST(Measure, TraceBubbleCostsAndTransfer) {
   EXPECT_FALSE(ParseTrace("{}", 2, 0).ok());
 }
 
-// A receive whose wait began after its producer had finished is no transfer sample, however
-// long it took (a transport that copies inside the wait: PERF.md 132); one split into
-// "wait peer" + "recv" began at the first part.
+// A receive whose wait began after its producer had finished is no transfer sample, however long it
+// took (a transport that copies inside the wait: docs/design/pipeline-wait-accounting.md); one
+// split into "wait peer" + "recv" began at the first part.
 TEST(Measure, TransfersOnlyFromWaitsThatBeganBeforeTheProducerEnded) {
   std::vector<std::string> e = {
       Event("F0.0", 0, 0, 0, 10), Event("optimizer", 0, 0, 20, 5), Event("F1.0", 1, 0, 10, 10),
