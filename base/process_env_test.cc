@@ -1,9 +1,10 @@
 // MaybeReexecWithTunedEnv (process_env.h) in real processes: this binary re-runs itself with
 // XHC_ENV_PROBE set, in an environment the test chooses, and the probe prints what it has
-// after the call (re-exec included). Checks the README's promise: a preset OPENBLAS_CORETYPE,
-// OMP_WAIT_POLICY or glibc.malloc.hugetlb is kept, unset ones are filled in for this CPU (the
-// tunable appended to the user's others), XHC_BLAS_AUTOTUNE=0 leaves the environment alone;
-// and the probe's large heap blocks then sit in memory that may take transparent huge pages.
+// after the call (re-exec included). Checks the promise of docs/benchmarks.md, "CPU notes": a
+// preset OPENBLAS_CORETYPE, OMP_WAIT_POLICY or glibc.malloc.hugetlb is kept, unset ones are
+// filled in for this CPU (the tunable appended to the user's others), XHC_BLAS_AUTOTUNE=0
+// leaves the environment alone; and the probe's large heap blocks then sit in memory that may
+// take transparent huge pages.
 
 #include "base/process_env.h"
 

@@ -30,7 +30,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 // A failed checkpoint (a full disk) stops the run: the step is not committed, its files are
 // removed, LATEST still names the previous checkpoint, and `--resume` continues from there
-// once there is space (README, "Disk full").
+// once there is space (docs/checkpoints.md, "Disk full").
 absl::Status SaveCheckpoint(const Config& config, const std::string& out_dir, int64_t step,
                             const model::ParamSetT<float>& params, FileSystem& files) {
   const std::string root = (fs::path(out_dir) / "checkpoints").string();

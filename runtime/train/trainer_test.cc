@@ -122,10 +122,10 @@ TEST(Training, CorruptLatestFallsBackAndMissingCorpusIsNamed) {
             std::string::npos);
 }
 
-// The policy for a full disk (README, "Disk full"): the run stops at the checkpoint that
-// cannot be written, that step is not committed and leaves nothing behind, LATEST still names
-// the previous checkpoint, and --resume once there is space ends bit-identical to a run that
-// never hit the fault.
+// The policy for a full disk (docs/checkpoints.md, "Disk full"): the run stops at the
+// checkpoint that cannot be written, that step is not committed and leaves nothing behind,
+// LATEST still names the previous checkpoint, and --resume once there is space ends
+// bit-identical to a run that never hit the fault.
 TEST(Training, DiskFullStopsAtTheCheckpointAndResumeLosesNothing) {
   const Config config = TinyConfig("xhc");
   const std::string straight = TempPath("disk_full_straight");

@@ -279,7 +279,7 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
       for (int s : it->second) {
         status = FinishMirror(s);  // a replica exchange takes the mirror-summed gradients
         if (status.ok()) status = reducer_->Launch(s, params_.at(s).get());
-        // Measurement only (README, "Data parallelism"): the exchange's full cost, unhidden.
+        // Measurement only (docs/data-parallelism.md): the exchange's full cost, unhidden.
         if (status.ok() && blocking_replica_reduce_) status = ReduceAcrossReplicas();
         if (!status.ok()) break;
       }

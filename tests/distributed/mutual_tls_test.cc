@@ -1,5 +1,5 @@
 // Mutual TLS with real processes and certificates that openssl makes at test time (the same
-// commands as the README's example): a job CA signs the controller's certificate (SAN
+// commands as docs/launching.md's example): a job CA signs the controller's certificate (SAN
 // 127.0.0.1 / localhost) and a worker's; a second, unrelated CA signs an intruder's. Workers
 // with the job CA's certificate join and train exactly as `xhc train` does; a worker without
 // a certificate, with the intruder's, speaking plaintext, or holding a wrong job token over
@@ -21,8 +21,8 @@ namespace {
 constexpr int kSteps = 3;
 constexpr double kConnectTimeoutS = 5;  // a refused worker must give up within this (+ slack)
 
-// The README's openssl commands: job CA, server and client certificates, and an unrelated CA
-// with its own client certificate. EC P-256 keys: fast to make.
+// The openssl commands of docs/launching.md: job CA, server and client certificates, and an
+// unrelated CA with its own client certificate. EC P-256 keys: fast to make.
 std::string PkiScript(const std::string& d) {
   const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
   auto sign = [&](const std::string& name, const std::string& cn, const std::string& ca,

@@ -7,9 +7,10 @@
 #
 #   tests/fuzz/run_fuzzers.sh [SECONDS_PER_TARGET [TARGET...]]   (default 30 s, every target)
 #
-# Memory bounds (stated in README.md): one allocation over XHC_FUZZ_MALLOC_LIMIT_MB (default
-# 256 MiB) is a failure, so a header that claims 2^60 bytes must be refused before anything
-# is allocated; the whole process may not exceed XHC_FUZZ_RSS_LIMIT_MB (default 1024 MiB).
+# Memory bounds (stated in tests/fuzz/README.md): one allocation over XHC_FUZZ_MALLOC_LIMIT_MB
+# (default 256 MiB) is a failure, so a header that claims 2^60 bytes must be refused before
+# anything is allocated; the whole process may not exceed XHC_FUZZ_RSS_LIMIT_MB (default
+# 1024 MiB).
 # Extra bazel flags (e.g. --disk_cache=...) come from XHC_BAZEL_FLAGS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

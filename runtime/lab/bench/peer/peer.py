@@ -1,5 +1,5 @@
-"""Peer benchmark: this runtime against PyTorch on the same job (README, "Compared with
-PyTorch").
+"""Peer benchmark: this runtime against PyTorch on the same job (docs/benchmarks.md, "Compared
+with PyTorch").
 
     python peer.py --xhc bazel-bin/xhc --out DIR [--steps 4] [--big-steps 2] [--big-batch 1]
                    [--only vanilla mhc xhc] [--sizes 128 512]
