@@ -85,6 +85,11 @@ class StageExecutor {
   enum Track { kCompute = 0, kComm = 1, kPeerWait = 2 };
 
   // `index`: the action's place in this rank's list.
+  // RunStep's parts, in order.
+  void ResetForStep(int64_t step);
+  absl::Status RunActions(int64_t step);
+  absl::Status FinishStepTraffic();
+  absl::Status ApplyUpdate(int64_t step, int64_t total_steps, StepOutcome* out);
   absl::Status Execute(const scheduler::Action& a, size_t index, int64_t step);
   absl::Status Forward(int stage, int mb, int64_t step);
   absl::Status BackwardInput(int stage, int mb);

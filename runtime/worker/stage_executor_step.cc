@@ -251,64 +251,82 @@ double StageExecutor::LocalGradSumOfSquares() const {
   return total;
 }
 
-absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_steps,
-                                                   bool evaluate) {
-  StepOutcome out;
-  outcome_ = &out;
+// A step starts from zero gradients and no traffic: what a failed step left is dropped (a
+// Request destroyed before its Wait returned fails the transport, which a failed step has
+// done anyway; the receive buffers stay).
+void StageExecutor::ResetForStep(int64_t step) {
   step_ = step;
-  const absl::Time t0 = absl::Now();
   for (auto& [s, ps] : params_) ps->ZeroGrads();
   batches_.clear();
-  sent_fwd_.clear();  // left over only by a failed step
+  sent_fwd_.clear();
   sent_bwd_.clear();
-  // Likewise (a Request destroyed before its Wait returned fails the transport, which a
-  // failed step has done anyway; the receive buffers stay).
   for (auto& [stage, m] : mirrors_) {
     m.recvs.clear();
     m.sends.clear();
     m.reduce_grad_ran = false;
   }
-  absl::Status status = PostMirrorRecvs();
-  if (status.ok()) status = PostNormRecvs();
+}
+
+// The rank's action list in order; after the action that completes a stage's gradients, that
+// stage's mirror sums and its exchange across replicas start.
+absl::Status StageExecutor::RunActions(int64_t step) {
+  RETURN_IF_ERROR(PostMirrorRecvs());
+  RETURN_IF_ERROR(PostNormRecvs());
   const std::vector<Action>& actions = plan_.lowered[pipeline_rank_];
-  for (size_t i = 0; status.ok() && i < actions.size(); ++i) {
-    status = Execute(actions[i], i, step);
-    if (!status.ok()) break;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    RETURN_IF_ERROR(Execute(actions[i], i, step));
     ++actions_done_;
-    if (auto it = grads_done_after_.find(i); it != grads_done_after_.end()) {
-      for (int s : it->second) {
-        status = FinishMirror(s);  // a replica exchange takes the mirror-summed gradients
-        if (status.ok()) status = reducer_->Launch(s, params_.at(s).get());
-        // Measurement only (docs/data-parallelism.md): the exchange's full cost, unhidden.
-        if (status.ok() && blocking_replica_reduce_) status = ReduceAcrossReplicas();
-        if (!status.ok()) break;
-      }
-      if (!status.ok()) break;
+    auto it = grads_done_after_.find(i);
+    if (it == grads_done_after_.end()) continue;
+    for (int s : it->second) {
+      RETURN_IF_ERROR(FinishMirror(s));  // a replica exchange takes the mirror-summed gradients
+      RETURN_IF_ERROR(reducer_->Launch(s, params_.at(s).get()));
+      // Measurement only (docs/data-parallelism.md): the exchange's full cost, unhidden.
+      if (blocking_replica_reduce_) RETURN_IF_ERROR(ReduceAcrossReplicas());
     }
   }
-  if (status.ok() && !(sent_fwd_.empty() && sent_bwd_.empty())) {
-    status = absl::InternalError(absl::StrCat(
+  return absl::OkStatus();
+}
+
+// Every output sent, every mirror sum and replica exchange complete: the step's gradients
+// are final on this rank.
+absl::Status StageExecutor::FinishStepTraffic() {
+  if (!(sent_fwd_.empty() && sent_bwd_.empty())) {
+    return absl::InternalError(absl::StrCat(
         "rank ", rank_, ": ", sent_fwd_.size() + sent_bwd_.size(),
         " output(s) went to other ranks without a SEND action in this rank's schedule"));
   }
-  if (status.ok()) status = FinishMirrors();
-  if (status.ok()) status = FinishSends();
-  if (status.ok()) status = ReduceAcrossReplicas();
-  if (!status.ok()) {
-    outcome_ = nullptr;
-    return status;
-  }
+  RETURN_IF_ERROR(FinishMirrors());
+  RETURN_IF_ERROR(FinishSends());
+  return ReduceAcrossReplicas();
+}
+
+// The global gradient norm, then AdamW on every stage this rank holds.
+absl::Status StageExecutor::ApplyUpdate(int64_t step, int64_t total_steps, StepOutcome* out) {
   for (auto& [s, ps] : params_) ps->FinalizeGrads();
-  ASSIGN_OR_RETURN(out.grad_norm, AllReduceGradNorm(LocalGradSumOfSquares()));
+  ASSIGN_OR_RETURN(out->grad_norm, AllReduceGradNorm(LocalGradSumOfSquares()));
   const absl::Time o0 = absl::Now();
   for (auto& [s, ps] : params_) {
-    train::ApplyAdamW(config_.optim, total_steps, step, out.grad_norm, ps.get());
+    train::ApplyAdamW(config_.optim, total_steps, step, out->grad_norm, ps.get());
   }
   AddSpan("optimizer", 0, o0, absl::Now());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_steps,
+                                                   bool evaluate) {
+  StepOutcome out;
+  outcome_ = &out;
+  const absl::Time t0 = absl::Now();
+  ResetForStep(step);
+  absl::Status status = RunActions(step);
+  if (status.ok()) status = FinishStepTraffic();
+  if (status.ok()) status = ApplyUpdate(step, total_steps, &out);
   // Every replica holds the same weights: replica 0 alone runs the validation batches.
-  if (evaluate && replica_ == 0) RETURN_IF_ERROR(Evaluate(&out));
-  out.step_s = absl::ToDoubleSeconds(absl::Now() - t0);
+  if (status.ok() && evaluate && replica_ == 0) status = Evaluate(&out);
   outcome_ = nullptr;
+  if (!status.ok()) return status;
+  out.step_s = absl::ToDoubleSeconds(absl::Now() - t0);
   return out;
 }
 

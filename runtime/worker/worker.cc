@@ -10,7 +10,9 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -156,6 +158,131 @@ absl::Status BuildDataPlane(const proto::Command& cmd, const proto::RegisterResp
   return absl::OkStatus();
 }
 
+// A registered worker's life under the controller's commands, until SHUTDOWN: its data plane
+// (built on RESUME, torn down on ABORT), its steps and its checkpoint shards.
+class CommandLoop {
+ public:
+  CommandLoop(proto::Controller::Stub* stub, const WorkerOptions& o,
+              const proto::RegisterResponse& reg, const Config& config, const plan::JobPlan& plan,
+              const Corpus& corpus)
+      : o_(o),
+        reg_(reg),
+        config_(config),
+        plan_(plan),
+        corpus_(corpus),
+        rank_(reg.rank()),
+        kv_(stub, o.token),
+        commands_(stub, o.token, reg.rank(), reg.epoch()) {}
+
+  absl::Status Run() {
+    // An ABORT must interrupt a step blocked on a dead peer: the reader thread fails the
+    // transport at once, and the loop tears the data plane down when it sees the command.
+    // The newest generation the controller has announced: a RESUME for an older one is stale.
+    commands_.SetCommandHook([this](const proto::Command& cmd) {
+      if (cmd.generation() > latest_generation_.load()) latest_generation_ = cmd.generation();
+      if (cmd.kind() != proto::Command::ABORT) return;
+      std::lock_guard<std::mutex> lock(dp_mu_);
+      if (dp_.transport) dp_.transport->Abort();
+    });
+    commands_.SetProgressSource([this]() -> int64_t { return progress_.load(); });
+    RETURN_IF_ERROR(commands_.Open());
+    ShardWriter shards([this](const proto::StepReport& r) {
+      absl::Status s = commands_.Report(r);
+      if (!s.ok()) LogWarning("checkpoint report: %s", s.message());
+    });
+    const std::vector<int> stages = plan_.StagesOf(plan_.PipelineRankOf(rank_));
+    LogInfo("registered: stages [%s], %s, layers [%s]%s", absl::StrJoin(stages, ", "),
+            plan_.schedule.type, plan::DescribeStageLayers(plan_, stages),
+            plan_.data_parallel > 1
+                ? absl::StrFormat(", replica %d of %d", plan_.ReplicaOf(rank_), plan_.data_parallel)
+                : std::string());
+    while (true) {
+      ASSIGN_OR_RETURN(proto::Command cmd, commands_.Next());
+      proto::StepReport report;
+      report.set_rank(rank_);
+      report.set_generation(cmd.generation());
+      switch (cmd.kind()) {
+        case proto::Command::SHUTDOWN: return absl::OkStatus();
+        case proto::Command::ABORT: TearDown(); continue;
+        case proto::Command::RESUME:
+          if (!Resume(cmd, &report)) continue;
+          break;
+        case proto::Command::RUN_STEP:
+          if (!dp_.exec) continue;
+          RunStep(cmd, &report);
+          break;
+        case proto::Command::CHECKPOINT:
+          // The shard's report is sent by the writer when the shard is durable.
+          if (dp_.exec) shards.Start(cmd, rank_, dp_.exec.get(), config_.checkpoint.async);
+          continue;
+        default: continue;
+      }
+      if (dp_.exec) progress_ = dp_.exec->actions_done();
+      RETURN_IF_ERROR(commands_.Report(report));
+    }
+  }
+
+ private:
+  void TearDown() {
+    std::lock_guard<std::mutex> lock(dp_mu_);
+    dp_.Reset();
+    LogWarning("step aborted by the controller; data plane torn down");
+  }
+
+  // A new data plane for the command's generation; false where a newer generation has been
+  // announced already (nothing to report).
+  bool Resume(const proto::Command& cmd, proto::StepReport* report) {
+    {
+      std::lock_guard<std::mutex> lock(dp_mu_);
+      dp_.Reset();
+    }
+    if (cmd.generation() < latest_generation_.load()) return false;  // superseded already
+    // Built outside the lock (the rendezvous can take a while), then published. A newer
+    // generation announced meanwhile abandons this rendezvous.
+    const int gen = cmd.generation();
+    kv_.SetCancelled([this, gen] { return latest_generation_.load() > gen; });
+    DataPlane fresh;
+    absl::Status s = BuildDataPlane(cmd, reg_, o_, config_, plan_, corpus_, &kv_, &fresh);
+    {
+      std::lock_guard<std::mutex> lock(dp_mu_);
+      dp_.transport = std::move(fresh.transport);
+      dp_.exec = std::move(fresh.exec);
+    }
+    report->mutable_ready();
+    if (!s.ok()) report->set_error(std::string(s.message()));
+    return true;
+  }
+
+  void RunStep(const proto::Command& cmd, proto::StepReport* report) {
+    commands_.SetStep(cmd.step());
+    const CpuTimes cpu0 = ReadCpuTimes();
+    absl::StatusOr<StepOutcome> out =
+        dp_.exec->RunStep(cmd.step(), cmd.total_steps(), cmd.evaluate());
+    if (out.ok()) {
+      *report->mutable_step_result() = StepResultOf(cmd.step(), *out);
+      report->mutable_step_result()->set_other_threads_cpu_s(OtherThreadsCpu(cpu0, ReadCpuTimes()));
+    } else {
+      // Stay up: the controller decides (abort + resume, or give up).
+      report->mutable_step_result()->set_step(cmd.step());
+      report->set_error(std::string(out.status().message()));
+      LogWarning("step %d failed: %s", cmd.step(), out.status().message());
+    }
+  }
+
+  const WorkerOptions& o_;
+  const proto::RegisterResponse& reg_;
+  const Config& config_;
+  const plan::JobPlan& plan_;
+  const Corpus& corpus_;
+  const int rank_;
+  GrpcKvStore kv_;
+  DataPlane dp_;
+  std::mutex dp_mu_;  // guards dp_.transport against the reader thread's Abort
+  std::atomic<int> latest_generation_{0};
+  std::atomic<int64_t> progress_{0};  // actions executed, updated after every command
+  CommandStream commands_;            // last: its reader thread uses the members above
+};
+
 }  // namespace
 
 absl::Status RunWorker(const WorkerOptions& o) {
@@ -167,94 +294,12 @@ absl::Status RunWorker(const WorkerOptions& o) {
     my_hash = ModelConfigHash(mine.model);
   }
   ASSIGN_OR_RETURN(proto::RegisterResponse reg, RegisterWithRetry(stub.get(), o, my_hash));
-  const int rank = reg.rank();
-  SetLogTag(absl::StrCat("rank ", rank));
+  SetLogTag(absl::StrCat("rank ", reg.rank()));
   ASSIGN_OR_RETURN(Config config, ParseConfig(reg.config_yaml()));
   ASSIGN_OR_RETURN(plan::JobPlan plan, CheckAssignment(config, reg));
   ASSIGN_OR_RETURN(Corpus corpus, LoadTrainingCorpus(config));
-  GrpcKvStore kv(stub.get(), o.token);
-  DataPlane dp;
-  std::mutex dp_mu;  // guards dp.transport against the reader thread's Abort
-  CommandStream commands(stub.get(), o.token, rank, reg.epoch());
-  // An ABORT must interrupt a step blocked on a dead peer: the reader thread fails the
-  // transport at once, and the main loop tears the data plane down when it sees the command.
-  // The newest generation the controller has announced: a RESUME for an older one is stale.
-  std::atomic<int> latest_generation{0};
-  commands.SetCommandHook([&](const proto::Command& cmd) {
-    if (cmd.generation() > latest_generation.load()) latest_generation = cmd.generation();
-    if (cmd.kind() != proto::Command::ABORT) return;
-    std::lock_guard<std::mutex> lock(dp_mu);
-    if (dp.transport) dp.transport->Abort();
-  });
-  std::atomic<int64_t> progress{0};  // actions executed, updated after every command
-  commands.SetProgressSource([&progress]() -> int64_t { return progress.load(); });
-  RETURN_IF_ERROR(commands.Open());
-  ShardWriter shards([&commands](const proto::StepReport& r) {
-    absl::Status s = commands.Report(r);
-    if (!s.ok()) LogWarning("checkpoint report: %s", s.message());
-  });
-  LogInfo("registered: stages [%s], %s, layers [%s]%s",
-          absl::StrJoin(plan.StagesOf(plan.PipelineRankOf(rank)), ", "), plan.schedule.type,
-          plan::DescribeStageLayers(plan, plan.StagesOf(plan.PipelineRankOf(rank))),
-          plan.data_parallel > 1
-              ? absl::StrFormat(", replica %d of %d", plan.ReplicaOf(rank), plan.data_parallel)
-              : std::string());
-  while (true) {
-    ASSIGN_OR_RETURN(proto::Command cmd, commands.Next());
-    proto::StepReport report;
-    report.set_rank(rank);
-    report.set_generation(cmd.generation());
-    if (cmd.kind() == proto::Command::SHUTDOWN) return absl::OkStatus();
-    if (cmd.kind() == proto::Command::ABORT) {
-      std::lock_guard<std::mutex> lock(dp_mu);
-      dp.Reset();
-      LogWarning("step aborted by the controller; data plane torn down");
-      continue;
-    }
-    if (cmd.kind() == proto::Command::RESUME) {
-      {
-        std::lock_guard<std::mutex> lock(dp_mu);
-        dp.Reset();
-      }
-      if (cmd.generation() < latest_generation.load()) continue;  // superseded already
-      // Built outside the lock (the rendezvous can take a while), then published. A newer
-      // generation announced meanwhile abandons this rendezvous.
-      const int gen = cmd.generation();
-      kv.SetCancelled([&latest_generation, gen] { return latest_generation.load() > gen; });
-      DataPlane fresh;
-      absl::Status s = BuildDataPlane(cmd, reg, o, config, plan, corpus, &kv, &fresh);
-      {
-        std::lock_guard<std::mutex> lock(dp_mu);
-        dp.transport = std::move(fresh.transport);
-        dp.exec = std::move(fresh.exec);
-      }
-      report.mutable_ready();
-      if (!s.ok()) report.set_error(std::string(s.message()));
-    } else if (cmd.kind() == proto::Command::RUN_STEP && dp.exec) {
-      commands.SetStep(cmd.step());
-      const CpuTimes cpu0 = ReadCpuTimes();
-      absl::StatusOr<StepOutcome> out =
-          dp.exec->RunStep(cmd.step(), cmd.total_steps(), cmd.evaluate());
-      if (out.ok()) {
-        *report.mutable_step_result() = StepResultOf(cmd.step(), *out);
-        report.mutable_step_result()->set_other_threads_cpu_s(
-            OtherThreadsCpu(cpu0, ReadCpuTimes()));
-      } else {
-        // Stay up: the controller decides (abort + resume, or give up).
-        report.mutable_step_result()->set_step(cmd.step());
-        report.set_error(std::string(out.status().message()));
-        LogWarning("step %d failed: %s", cmd.step(), out.status().message());
-      }
-    } else if (cmd.kind() == proto::Command::CHECKPOINT && dp.exec) {
-      // The shard's report is sent by the writer when the shard is durable.
-      shards.Start(cmd, rank, dp.exec.get(), config.checkpoint.async);
-      continue;
-    } else {
-      continue;
-    }
-    if (dp.exec) progress = dp.exec->actions_done();
-    RETURN_IF_ERROR(commands.Report(report));
-  }
+  CommandLoop loop(stub.get(), o, reg, config, plan, corpus);
+  return loop.Run();
 }
 
 }  // namespace xhc::worker

@@ -15,7 +15,9 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -106,6 +108,128 @@ void Reap(std::vector<Child>& children, double grace_s) {
   }
 }
 
+// The job's worker processes on this machine, one per world rank: started together,
+// replaced one at a time by the controller's recovery, watched for exits of their own, and
+// reaped at the end. Every method takes the same lock, which the exit watcher holds while it
+// polls.
+class WorkerProcesses {
+ public:
+  WorkerProcesses(int world, int port, std::string token_file, int threads)
+      : world_(world), port_(port), token_file_(std::move(token_file)), threads_(threads) {}
+
+  ~WorkerProcesses() { StopWatching(); }
+
+  absl::Status StartAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < world_; ++i) {
+      ASSIGN_OR_RETURN(Child c, SpawnWorker(i, world_, port_, token_file_, threads_));
+      children_.push_back(std::move(c));
+    }
+    return absl::OkStatus();
+  }
+
+  // Replacement of a dead or hung worker: make sure the old process is gone (a hung one is
+  // still there), then start a new one that asks for the same rank.
+  absl::Status Restart(int rank) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reaped_) return absl::CancelledError("the job has ended: no worker is restarted");
+    Child& old = children_[rank];
+    if (old.pid > 0) {
+      kill(old.pid, SIGKILL);
+      int wstatus = 0;
+      waitpid(old.pid, &wstatus, 0);
+    }
+    if (old.pump.joinable()) old.pump.join();
+    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, world_, port_, token_file_, threads_));
+    children_[rank] = std::move(fresh);
+    return absl::OkStatus();
+  }
+
+  // Watches for workers that exit on their own (e.g. a bad config or corpus at start-up), so
+  // the job fails at once with their last words instead of waiting out a timeout.
+  void WatchExits(controller::Controller* ctl) {
+    watching_ = true;
+    watcher_ = std::thread([this, ctl] {
+      while (watching_.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t r = 0; r < children_.size(); ++r) ReportIfExited(static_cast<int>(r), ctl);
+      }
+    });
+  }
+
+  void StopWatching() {
+    watching_ = false;
+    if (watcher_.joinable()) watcher_.join();
+  }
+
+  // Waits for every worker; kills the ones still running after `grace_s`.
+  void ReapAll(double grace_s) {
+    StopWatching();
+    std::lock_guard<std::mutex> lock(mu_);
+    Reap(children_, grace_s);
+    reaped_ = true;
+  }
+
+ private:
+  void ReportIfExited(int rank, controller::Controller* ctl) {
+    Child& c = children_[rank];
+    int wstatus = 0;
+    if (c.pid <= 0 || waitpid(c.pid, &wstatus, WNOHANG) != c.pid) return;
+    const pid_t pid = c.pid;
+    c.pid = -1;
+    std::string last;
+    {
+      std::lock_guard<std::mutex> l(c.last->mu);
+      last = c.last->text;
+    }
+    ctl->WorkerProcessExited(
+        rank, absl::StrFormat("process %d exited (%s %d): %s", pid,
+                              WIFEXITED(wstatus) ? "code" : "signal",
+                              WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : WTERMSIG(wstatus), last));
+  }
+
+  const int world_, port_;
+  const std::string token_file_;
+  const int threads_;
+  std::mutex mu_;
+  std::vector<Child> children_;  // guarded by mu_
+  bool reaped_ = false;          // guarded by mu_
+  std::atomic<bool> watching_{false};
+  std::thread watcher_;
+};
+
+// OpenMP threads per worker: the machine's cores shared out, never oversubscribed by default
+// (a warning says what it measures when the world has more ranks than cores).
+int ThreadsPerWorker(int world) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (world > cores) {
+    LogWarning(
+        "%d workers on %d cores: the operating system time-slices them, so step times "
+        "and exposed communication measure its scheduler, not the pipeline (use "
+        "pipeline.workers x pipeline.data_parallel <= %d on this machine)",
+        world, cores, cores);
+  }
+  return std::max(1, cores / world);
+}
+
+// The live dashboard and /metrics at `http`, its address printed for the user.
+absl::StatusOr<std::unique_ptr<dashboard::DashboardServer>> StartDashboard(
+    controller::Controller* ctl, const std::string& http, const std::string& token,
+    const std::string& token_file) {
+  ASSIGN_OR_RETURN(std::unique_ptr<dashboard::DashboardServer> dash,
+                   dashboard::DashboardServer::Start(ctl, http, token));
+  std::printf("xhc launch: dashboard %s  (Prometheus: %smetrics)%s\n", dash->url().c_str(),
+              dash->url().c_str(),
+              dash->requires_token()
+                  ? absl::StrCat("; not loopback: send the job token in ", token_file,
+                                 " as Authorization: Bearer TOKEN, or open ?token=TOKEN")
+                        .c_str()
+                  : "");
+  std::fflush(stdout);
+  return dash;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> NewJobToken() {
@@ -154,83 +278,18 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
           server->port(), world, ctl->plan().schedule.type, ctl->plan().data_parallel);
   std::unique_ptr<dashboard::DashboardServer> dash;
   if (!options.http.empty()) {
-    ASSIGN_OR_RETURN(dash, dashboard::DashboardServer::Start(ctl.get(), options.http, token));
-    std::printf("xhc launch: dashboard %s  (Prometheus: %smetrics)%s\n", dash->url().c_str(),
-                dash->url().c_str(),
-                dash->requires_token()
-                    ? absl::StrCat("; not loopback: send the job token in ", token_file,
-                                   " as Authorization: Bearer TOKEN, or open ?token=TOKEN")
-                          .c_str()
-                    : "");
-    std::fflush(stdout);
+    ASSIGN_OR_RETURN(dash, StartDashboard(ctl.get(), options.http, token, token_file));
   }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = std::max(1, cores / world);
-  if (world > cores) {
-    LogWarning(
-        "%d workers on %d cores: the operating system time-slices them, so step times "
-        "and exposed communication measure its scheduler, not the pipeline (use "
-        "pipeline.workers x pipeline.data_parallel <= %d on this machine)",
-        world, cores, cores);
+  WorkerProcesses workers(world, server->port(), token_file, ThreadsPerWorker(world));
+  if (absl::Status started = workers.StartAll(); !started.ok()) {
+    ctl->Stop();
+    workers.ReapAll(1);
+    return started;
   }
-  std::vector<Child> children;
-  std::mutex children_mu;
-  for (int i = 0; i < world; ++i) {
-    absl::StatusOr<Child> c = SpawnWorker(i, world, server->port(), token_file, threads);
-    if (!c.ok()) {
-      ctl->Stop();
-      Reap(children, 1);
-      return c.status();
-    }
-    children.push_back(std::move(*c));
-  }
-  const int port = server->port();
-  // Replacement of a dead or hung worker: make sure the old process is gone (a hung one is
-  // still there), then start a new one that asks for the same rank.
-  ctl->SetRestartWorker([&, port, threads, world](int rank) -> absl::Status {
-    std::lock_guard<std::mutex> lock(children_mu);
-    Child& old = children[rank];
-    if (old.pid > 0) {
-      kill(old.pid, SIGKILL);
-      int wstatus = 0;
-      waitpid(old.pid, &wstatus, 0);
-    }
-    if (old.pump.joinable()) old.pump.join();
-    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, world, port, token_file, threads));
-    children[rank] = std::move(fresh);
-    return absl::OkStatus();
-  });
-  // Watches for workers that exit on their own (e.g. a bad config or corpus at start-up), so
-  // the job fails at once with their last words instead of waiting out a timeout.
-  std::atomic<bool> running{true};
-  std::thread monitor([&] {
-    while (running.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      std::lock_guard<std::mutex> lock(children_mu);
-      for (size_t r = 0; r < children.size(); ++r) {
-        Child& c = children[r];
-        int wstatus = 0;
-        if (c.pid <= 0 || waitpid(c.pid, &wstatus, WNOHANG) != c.pid) continue;
-        const pid_t pid = c.pid;
-        c.pid = -1;
-        std::string last;
-        {
-          std::lock_guard<std::mutex> l(c.last->mu);
-          last = c.last->text;
-        }
-        ctl->WorkerProcessExited(
-            static_cast<int>(r),
-            absl::StrFormat("process %d exited (%s %d): %s", pid,
-                            WIFEXITED(wstatus) ? "code" : "signal",
-                            WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : WTERMSIG(wstatus), last));
-      }
-    }
-  });
+  ctl->SetRestartWorker([&workers](int rank) { return workers.Restart(rank); });
+  workers.WatchExits(ctl.get());
   absl::Status status = ctl->Run();
-  running = false;
-  monitor.join();
-  std::lock_guard<std::mutex> lock(children_mu);
-  Reap(children, status.ok() ? 30 : 5);
+  workers.ReapAll(status.ok() ? 30 : 5);
   ctl->Stop();
   if (dash) dash->Shutdown();
   server->Shutdown();

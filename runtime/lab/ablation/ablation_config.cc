@@ -1,8 +1,6 @@
 #include "runtime/lab/ablation/ablation_config.h"
 
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +8,7 @@
 #include "base/status_macros.h"
 #include "runtime/common/config.h"
 #include "runtime/common/config_reader.h"
+#include "runtime/lab/lab_config.h"
 #include "yaml-cpp/yaml.h"
 
 namespace xhc::ablation {
@@ -92,29 +91,20 @@ absl::StatusOr<std::string> VariantResidualYaml(const std::string& variant) {
 }
 
 absl::StatusOr<AblationConfig> ParseAblationConfig(const std::string& yaml_text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("ablation config: YAML error: ", e.what()));
-  }
   AblationConfig c;
-  ConfigReader top(root, "");
-  ConfigReader block(YAML::Node(), "ablation");
-  RETURN_IF_ERROR(top.Child("ablation", &block));
-  RETURN_IF_ERROR(ReadBlock(block, &c));
-  if (!top.Has("job")) return InvalidKey("job", "missing (the job config every run starts from)");
-  RETURN_IF_ERROR(top.Finish());
+  ASSIGN_OR_RETURN(YAML::Node job,
+                   lab::ParseLabConfig(yaml_text, "ablation",
+                                       [&c](ConfigReader& r) { return ReadBlock(r, &c); }));
   for (const char* key : {"pipeline", "checkpoint"}) {
-    if (root["job"][key]) {
+    if (job[key]) {
       return InvalidKey(absl::StrCat("job.", key), "set per run by the study; remove it");
     }
   }
-  if (root["job"]["train"] && (root["job"]["train"]["steps"] || root["job"]["train"]["seed"] ||
-                               root["job"]["train"]["eval_every"])) {
+  if (job["train"] &&
+      (job["train"]["steps"] || job["train"]["seed"] || job["train"]["eval_every"])) {
     return InvalidKey("job.train", "steps, seed and eval_every come from the ablation block");
   }
-  c.job_yaml = YAML::Dump(root["job"]);
+  c.job_yaml = YAML::Dump(job);
   return c;
 }
 
@@ -144,12 +134,7 @@ absl::StatusOr<std::vector<AblationRun>> ExpandAblationRuns(const AblationConfig
       job["train"]["log_every"] = c.eval_every;
       job["checkpoint"]["every"] = 0;  // only the final one, which the diagnostics read
       job["checkpoint"]["keep"] = 1;
-      run.job_yaml = YAML::Dump(job) + "\n";
-      auto parsed = ParseConfig(run.job_yaml);
-      if (!parsed.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("run ", run.id, ": job config invalid: ", parsed.status().message()));
-      }
+      ASSIGN_OR_RETURN(run.job_yaml, lab::RunJobYaml(run.id, job));
       runs.push_back(std::move(run));
     }
   }

@@ -1,14 +1,13 @@
 #include "runtime/lab/study/study_config.h"
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "base/file_read.h"
 #include "base/status_macros.h"
 #include "runtime/common/config.h"
 #include "runtime/common/config_reader.h"
+#include "runtime/lab/lab_config.h"
 #include "yaml-cpp/yaml.h"
 
 namespace xhc::study {
@@ -70,23 +69,14 @@ YAML::Node ResidualNode(const std::string& residual, const YAML::Node& job_resid
 }  // namespace
 
 absl::StatusOr<StudyConfig> ParseStudyConfig(const std::string& yaml_text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("study config: YAML error: ", e.what()));
-  }
   StudyConfig c;
-  ConfigReader top(root, "");
-  ConfigReader study(YAML::Node(), "study");
-  RETURN_IF_ERROR(top.Child("study", &study));
-  RETURN_IF_ERROR(ReadStudyBlock(study, &c));
-  if (!top.Has("job")) return InvalidKey("job", "missing (the job config every run starts from)");
-  RETURN_IF_ERROR(top.Finish());
-  if (root["job"]["pipeline"]) {
+  ASSIGN_OR_RETURN(YAML::Node job, lab::ParseLabConfig(yaml_text, "study", [&c](ConfigReader& r) {
+                     return ReadStudyBlock(r, &c);
+                   }));
+  if (job["pipeline"]) {
     return InvalidKey("job.pipeline", "set per run by the study; remove it from the job block");
   }
-  c.job_yaml = YAML::Dump(root["job"]);
+  c.job_yaml = YAML::Dump(job);
   return c;
 }
 
@@ -121,12 +111,7 @@ absl::StatusOr<RunSpec> MakeRun(const StudyConfig& c, const std::string& compari
   // Only the final checkpoint is written, after the last timed step.
   job["checkpoint"]["every"] = 0;
   job["checkpoint"]["keep"] = 1;
-  run.job_yaml = YAML::Dump(job) + "\n";
-  auto parsed = ParseConfig(run.job_yaml);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("run ", run.id, ": job config invalid: ", parsed.status().message()));
-  }
+  ASSIGN_OR_RETURN(run.job_yaml, lab::RunJobYaml(run.id, job));
   return run;
 }
 
