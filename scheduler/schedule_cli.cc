@@ -225,6 +225,13 @@ absl::StatusOr<std::string> ValidateTorchCsvText(const std::string& text, const 
 }
 
 int RunScheduleCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // Asked for, the usage is the answer (on stdout, exit 0), as for every other xhc command.
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      out << kUsage;
+      return 0;
+    }
+  }
   absl::StatusOr<Options> options = ParseArgs(args);
   if (!options.ok()) {
     err << "xhc schedule: " << options.status().message() << "\n" << kUsage;

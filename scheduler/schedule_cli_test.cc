@@ -132,6 +132,15 @@ TEST(ScheduleCli, ValidatesAForeignCsv) {
   EXPECT_NE(fail.err.find(">>1B0<<"), std::string::npos) << fail.err;
 }
 
+TEST(ScheduleCli, HelpPrintsTheUsageAndExitsZero) {
+  for (const char* flag : {"--help", "-h"}) {
+    CliRun run = RunCli({"--type", "1f1b", flag});
+    EXPECT_EQ(run.code, 0) << flag;
+    EXPECT_EQ(run.out.rfind("usage: xhc schedule", 0), 0u) << run.out;
+    EXPECT_EQ(run.err, "") << flag;
+  }
+}
+
 TEST(ScheduleCli, BadCommandLinesExitTwoWithAReason) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--type", "dualpipe", "--ranks", "3", "--microbatches", "12"}, "even number of ranks"},

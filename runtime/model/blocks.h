@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "absl/status/status.h"
 #include "runtime/common/config.h"
 #include "runtime/model/params.h"
 
@@ -60,26 +61,26 @@ struct MlpActs {
 
 // out (n, C) = Attention(u); u is (B, T, C).
 template <typename T>
-void AttentionForward(const ModelConfig& cfg, const AttentionWeights<T>& w, int B, const T* u,
-                      T* out, AttentionActs<T>* acts);
+absl::Status AttentionForward(const ModelConfig& cfg, const AttentionWeights<T>& w, int B,
+                              const T* u, T* out, AttentionActs<T>* acts);
 // du (n, C) from d_out (n, C); stashes what AttentionBackwardWeight needs.
 template <typename T>
-void AttentionBackwardInput(const ModelConfig& cfg, const AttentionWeights<T>& w, int B,
-                            const T* d_out, T* du, AttentionActs<T>* acts);
+absl::Status AttentionBackwardInput(const ModelConfig& cfg, const AttentionWeights<T>& w, int B,
+                                    const T* d_out, T* du, AttentionActs<T>* acts);
 // Accumulates the attention weights' gradients (+=).
 template <typename T>
-void AttentionBackwardWeight(const ModelConfig& cfg, const AttentionWeights<T>& w, int B,
-                             const AttentionActs<T>& acts);
+absl::Status AttentionBackwardWeight(const ModelConfig& cfg, const AttentionWeights<T>& w, int B,
+                                     const AttentionActs<T>& acts);
 
 template <typename T>
-void MlpForward(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* u, T* out,
-                MlpActs<T>* acts);
+absl::Status MlpForward(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* u, T* out,
+                        MlpActs<T>* acts);
 template <typename T>
-void MlpBackwardInput(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* d_out, T* du,
-                      MlpActs<T>* acts);
+absl::Status MlpBackwardInput(const ModelConfig& cfg, const MlpWeights<T>& w, int B, const T* d_out,
+                              T* du, MlpActs<T>* acts);
 template <typename T>
-void MlpBackwardWeight(const ModelConfig& cfg, const MlpWeights<T>& w, int B,
-                       const MlpActs<T>& acts);
+absl::Status MlpBackwardWeight(const ModelConfig& cfg, const MlpWeights<T>& w, int B,
+                               const MlpActs<T>& acts);
 
 }  // namespace xhc::model
 

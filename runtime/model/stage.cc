@@ -5,7 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "runtime/model/backend.h"
+#include "kernels/cpu/nn/nn_ops.h"
+#include "kernels/cpu/xhc/xhc_ops_by_type.h"
 #include "runtime/model/stage_state.h"
 
 namespace xhc::model {
@@ -31,7 +32,6 @@ int64_t StageModelT<T>::StateElements(int B) const {
 
 template <typename T>
 absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx, T* X) {
-  using K = Backend<T>;
   const LayerWeights<T>& lw = layers_[sub_idx / 2];
   const bool is_mlp = sub_idx % 2 == 1;
   SublayerState<T>& s = st->subs[sub_idx];
@@ -50,21 +50,22 @@ absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx
                        "keep each window of model.residual.window sublayers in one stage)"));
     }
     if (pos > 0) s.cache.window = st->subs[sub_idx - pos].cache.window;
-    RETURN_IF_ERROR(K::Xhc::Pre(hw.config, hw.params, B, cfg_.seq_len, C, X, u.data(), &s.cache));
+    RETURN_IF_ERROR(
+        kernels::XhcPre(hw.config, hw.params, B, cfg_.seq_len, C, X, u.data(), &s.cache));
   } else {
     std::copy(X, X + u.size(), u.begin());  // N = 1: u is the state
   }
   {
     PhaseScope timed(phases_, PhaseTimes::kSublayerFwd);
     if (is_mlp) {
-      MlpForward(cfg_, lw.mlp, B, u.data(), out.data(), &s.mlp);
+      RETURN_IF_ERROR(MlpForward(cfg_, lw.mlp, B, u.data(), out.data(), &s.mlp));
     } else {
-      AttentionForward(cfg_, lw.attn, B, u.data(), out.data(), &s.attn);
+      RETURN_IF_ERROR(AttentionForward(cfg_, lw.attn, B, u.data(), out.data(), &s.attn));
     }
   }
   PhaseScope timed(phases_, PhaseTimes::kResidualFwd);
   if (hc) {
-    RETURN_IF_ERROR(K::Xhc::Post(hw.config, hw.params, out.data(), X, &s.cache));
+    RETURN_IF_ERROR(kernels::XhcPost(hw.config, hw.params, out.data(), X, &s.cache));
     if (observer_) observer_(2 * spec_.first_layer + sub_idx, s.cache);
     return absl::OkStatus();
   }
@@ -75,32 +76,36 @@ absl::Status StageModelT<T>::ForwardSublayer(MicrobatchState<T>* st, int sub_idx
 template <typename T>
 absl::StatusOr<double> StageModelT<T>::ForwardHead(MicrobatchState<T>* st, const T* X,
                                                    std::vector<T>* logits) {
-  using K = Backend<T>;
   PhaseScope timed(phases_, PhaseTimes::kHeadFwd);
   const int C = cfg_.d_model, V = cfg_.vocab_size, N = cfg_.residual.n_streams;
   const int n = st->B * cfg_.seq_len;
   st->y.assign(static_cast<size_t>(n) * C, T(0));
   if (N > 1) {
-    RETURN_IF_ERROR(K::Xhc::HeadForward(head_.hc, n, N, C, X, st->y.data(), &st->head_cache));
+    RETURN_IF_ERROR(
+        kernels::HeadReduceForward(head_.hc, n, N, C, X, st->y.data(), &st->head_cache));
   } else {
     std::copy(X, X + st->y.size(), st->y.begin());
   }
   st->rstd_f.resize(n);
   st->z.resize(st->y.size());
-  K::RmsnormForward(st->z.data(), st->rstd_f.data(), st->y.data(), head_.final_norm->value.data(),
-                    n, C, cfg_.norm_eps);
+  RETURN_IF_ERROR(nn::RmsnormForward(st->z.data(), st->rstd_f.data(), st->y.data(),
+                                     head_.final_norm->value.data(), n, C,
+                                     static_cast<T>(cfg_.norm_eps)));
   logits->resize(static_cast<size_t>(n) * V);
-  K::MatmulForward(logits->data(), st->z.data(), head_.lm_head->value.data(), n, C, V);
+  RETURN_IF_ERROR(
+      nn::MatmulForward(logits->data(), st->z.data(), head_.lm_head->value.data(), n, C, V));
   if (st->targets.empty()) return 0.0;
   st->lse.resize(n);
-  return K::CrossEntropyForward(st->lse.data(), logits->data(), st->targets.data(), n, V);
+  T loss = 0;
+  RETURN_IF_ERROR(
+      nn::CrossEntropyForward(&loss, st->lse.data(), logits->data(), st->targets.data(), n, V));
+  return static_cast<double>(loss);
 }
 
 template <typename T>
 absl::StatusOr<double> StageModelT<T>::RunForward(MicrobatchState<T>* st, int B,
                                                   const int32_t* tokens, const int32_t* targets,
                                                   const T* x_in, T* x_out, std::vector<T>* logits) {
-  using K = Backend<T>;
   const int Tl = cfg_.seq_len, C = cfg_.d_model, N = cfg_.residual.n_streams, n = B * Tl;
   st->B = B;
   st->subs.resize(2 * layers_.size());
@@ -128,7 +133,7 @@ absl::StatusOr<double> StageModelT<T>::RunForward(MicrobatchState<T>* st, int B,
       std::memcpy(&e[static_cast<size_t>(i) * C], &embed_->value[static_cast<size_t>(tok) * C],
                   sizeof(T) * C);
     }
-    K::Xhc::ExpandForward(n, N, C, e.data(), X);
+    kernels::ExpandForward(n, N, C, e.data(), X);
   } else if (in_x_out) {
     if (x_out != x_in) std::copy(x_in, x_in + state_size, x_out);
   } else {

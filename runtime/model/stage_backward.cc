@@ -6,8 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/cpu/nn/nn_ops.h"
 #include "kernels/cpu/xhc/state_restore.h"
-#include "runtime/model/backend.h"
+#include "kernels/cpu/xhc/xhc_ops_by_type.h"
 #include "runtime/model/stage.h"
 #include "runtime/model/stage_state.h"
 
@@ -27,7 +28,6 @@ void RestoreSublayerInput(const MicrobatchState<T>& st, int sub_idx, std::vector
 template <typename T>
 absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_idx, T* dX,
                                               std::vector<T>* X, bool weights_now) {
-  using K = Backend<T>;
   const LayerWeights<T>& lw = layers_[sub_idx / 2];
   const bool is_mlp = sub_idx % 2 == 1;
   SublayerState<T>& s = st->subs[sub_idx];
@@ -37,16 +37,16 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
   std::vector<T> d_out(static_cast<size_t>(n) * C), du(d_out.size());
   if (hc) {
     PhaseScope timed(phases_, PhaseTimes::kResidualBwdIn);
-    RETURN_IF_ERROR(K::Xhc::BackwardOut(hw.config, hw.params, dX, &s.cache, d_out.data()));
+    RETURN_IF_ERROR(kernels::XhcBackwardOut(hw.config, hw.params, dX, &s.cache, d_out.data()));
   } else {
     std::copy(dX, dX + d_out.size(), d_out.begin());  // N = 1: dX is (n, C)
   }
   {
     PhaseScope timed(phases_, PhaseTimes::kSublayerBwdIn);
     if (is_mlp) {
-      MlpBackwardInput(cfg_, lw.mlp, B, d_out.data(), du.data(), &s.mlp);
+      RETURN_IF_ERROR(MlpBackwardInput(cfg_, lw.mlp, B, d_out.data(), du.data(), &s.mlp));
     } else {
-      AttentionBackwardInput(cfg_, lw.attn, B, d_out.data(), du.data(), &s.attn);
+      RETURN_IF_ERROR(AttentionBackwardInput(cfg_, lw.attn, B, d_out.data(), du.data(), &s.attn));
     }
   }
   const ModelConfig& cfg = cfg_;
@@ -55,10 +55,10 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
     if (s.cache.dims.flash) {
       RestoreSublayerInput(*st, sub_idx, X);
       RETURN_IF_ERROR(
-          K::Xhc::BackwardInput(hw.config, hw.params, X->data(), du.data(), dX, &s.cache));
+          kernels::XhcBackwardInput(hw.config, hw.params, X->data(), du.data(), dX, &s.cache));
     } else {  // the same restore, token by token inside the input pass
-      RETURN_IF_ERROR(
-          K::Xhc::BackwardInputRestoring(hw.config, hw.params, X->data(), du.data(), dX, &s.cache));
+      RETURN_IF_ERROR(kernels::XhcBackwardInputRestoring(hw.config, hw.params, X->data(), du.data(),
+                                                         dX, &s.cache));
     }
   } else {
     for (size_t i = 0; i < du.size(); ++i) dX[i] += du[i];
@@ -69,14 +69,14 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
     {
       PhaseScope timed(phases, PhaseTimes::kSublayerBwdW);
       if (is_mlp) {
-        MlpBackwardWeight(cfg, lw.mlp, B, s.mlp);
+        RETURN_IF_ERROR(MlpBackwardWeight(cfg, lw.mlp, B, s.mlp));
       } else {
-        AttentionBackwardWeight(cfg, lw.attn, B, s.attn);
+        RETURN_IF_ERROR(AttentionBackwardWeight(cfg, lw.attn, B, s.attn));
       }
     }
     if (!hc) return absl::OkStatus();
     PhaseScope timed(phases, PhaseTimes::kResidualBwdW);
-    return K::Xhc::BackwardWeights(hw.config, hw.params, Xs, s.cache, hw.grads);
+    return kernels::XhcBackwardWeights(hw.config, hw.params, Xs, s.cache, hw.grads);
   };
   if (weights_now) {
     // X: the input the pass has just taken, kept until the next sublayer's pass. xhc_flash's
@@ -105,33 +105,34 @@ absl::Status StageModelT<T>::BackwardSublayer(MicrobatchState<T>* st, int sub_id
 
 template <typename T>
 absl::Status StageModelT<T>::BackwardHead(MicrobatchState<T>* st, double loss_scale, T* dX) {
-  using K = Backend<T>;
   PhaseScope timed(phases_, PhaseTimes::kHeadBwd);
   const int C = cfg_.d_model, V = cfg_.vocab_size, N = cfg_.residual.n_streams;
   const int n = st->B * cfg_.seq_len;
   st->dlogits.resize(st->logits.size());
-  K::CrossEntropyBackward(st->dlogits.data(), st->logits.data(), st->lse.data(), st->targets.data(),
-                          n, V, loss_scale);
+  RETURN_IF_ERROR(nn::CrossEntropyBackward(st->dlogits.data(), st->logits.data(), st->lse.data(),
+                                           st->targets.data(), n, V, static_cast<T>(loss_scale)));
   std::vector<T> dz(static_cast<size_t>(n) * C);
-  K::MatmulBackwardInput(dz.data(), st->dlogits.data(), head_.lm_head->value.data(), n, C, V,
-                         false);
+  RETURN_IF_ERROR(nn::MatmulBackwardInput(dz.data(), st->dlogits.data(),
+                                          head_.lm_head->value.data(), n, C, V, false));
   st->dy.assign(dz.size(), T(0));
-  K::RmsnormBackwardInput(st->dy.data(), dz.data(), st->y.data(), head_.final_norm->value.data(),
-                          st->rstd_f.data(), n, C);
+  RETURN_IF_ERROR(nn::RmsnormBackwardInput(st->dy.data(), dz.data(), st->y.data(),
+                                           head_.final_norm->value.data(), st->rstd_f.data(), n,
+                                           C));
   if (N > 1) {
-    RETURN_IF_ERROR(K::Xhc::HeadBackwardInput(head_.hc, n, N, C, st->X_out.data(), st->dy.data(),
-                                              &st->head_cache, dX));
+    RETURN_IF_ERROR(kernels::HeadReduceBackwardInput(head_.hc, n, N, C, st->X_out.data(),
+                                                     st->dy.data(), &st->head_cache, dX));
   } else {
     std::copy(st->dy.begin(), st->dy.end(), dX);
   }
   auto head_weights = [this, st, n, C, V, N, dz = std::move(dz)]() -> absl::Status {
     PhaseScope timed(phases_, PhaseTimes::kHeadBwd);
-    K::MatmulBackwardWeight(head_.lm_head->grad.data(), st->dlogits.data(), st->z.data(), n, C, V);
-    K::RmsnormBackwardWeight(head_.final_norm->grad.data(), dz.data(), st->y.data(),
-                             st->rstd_f.data(), n, C);
+    RETURN_IF_ERROR(nn::MatmulBackwardWeight(head_.lm_head->grad.data(), st->dlogits.data(),
+                                             st->z.data(), n, C, V));
+    RETURN_IF_ERROR(nn::RmsnormBackwardWeight(head_.final_norm->grad.data(), dz.data(),
+                                              st->y.data(), st->rstd_f.data(), n, C));
     if (N == 1) return absl::OkStatus();
-    return K::Xhc::HeadBackwardWeights(head_.hc, n, N, C, st->X_out.data(), st->head_cache,
-                                       head_.hc_grads);
+    return kernels::HeadReduceBackwardWeights(head_.hc, n, N, C, st->X_out.data(), st->head_cache,
+                                              head_.hc_grads);
   };
   st->pending_w.push_back({HeadGroup(spec_), std::move(head_weights)});
   std::vector<T>().swap(st->logits);  // only dlogits is needed from here on
@@ -161,7 +162,6 @@ absl::Status StageModelT<T>::RunQueuedWeights(MicrobatchState<T>* st) {
 template <typename T>
 absl::Status StageModelT<T>::BackwardInputPass(int mb, double loss_scale, const T* dx_out, T* dx_in,
                                                bool weights_now) {
-  using K = Backend<T>;
   auto it = inflight_.find(mb);
   if (it == inflight_.end() || it->second->backward_done) {
     return absl::FailedPreconditionError(
@@ -200,7 +200,7 @@ absl::Status StageModelT<T>::BackwardInputPass(int mb, double loss_scale, const 
   if (spec_.has_embed) {
     PhaseScope timed(phases_, PhaseTimes::kEmbed);
     std::vector<T> de(static_cast<size_t>(n) * C, T(0));
-    K::Xhc::ExpandBackward(n, N, C, dX, de.data());
+    kernels::ExpandBackward(n, N, C, dX, de.data());
     auto embed_weights = [this, st, n, C, de = std::move(de)]() -> absl::Status {
       PhaseScope timed(phases_, PhaseTimes::kEmbed);
       // Token order is fixed, so the scatter-add is deterministic.

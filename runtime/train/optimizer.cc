@@ -7,15 +7,15 @@
 namespace xhc::train {
 
 double GradSumOfSquares(const model::ParamSetT<float>& params) {
-  // Piece sums in parallel, then added in order exactly as nn::sum_of_squares adds its blocks
+  // Piece sums in parallel, then added in order exactly as nn::SumOfSquares adds its blocks
   // (a piece is one of its blocks) and tensor totals in canonical order.
   const auto& pieces = params.pieces();
   const int64_t count = static_cast<int64_t>(pieces.size());
   std::vector<double> piece_sum(pieces.size());
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < count; ++k) {
-    piece_sum[k] = nn::sum_of_squares_block(pieces[k].param->grad.data() + pieces[k].begin,
-                                            pieces[k].end - pieces[k].begin);
+    piece_sum[k] = nn::SumOfSquaresBlock(pieces[k].param->grad.data() + pieces[k].begin,
+                                         pieces[k].end - pieces[k].begin);
   }
   double total = 0, tensor_total = 0;
   for (int64_t k = 0; k < count; ++k) {
@@ -32,10 +32,10 @@ StepStats ApplyAdamW(const OptimConfig& optim, int64_t total_steps, int64_t step
                      double global_grad_norm, model::ParamSetT<float>* params) {
   StepStats stats;
   stats.grad_norm = global_grad_norm;
-  stats.lr = nn::lr_at(step, optim.warmup_steps, total_steps, static_cast<float>(optim.lr),
-                       static_cast<float>(optim.min_lr_ratio));
+  stats.lr = nn::LrAt(step, optim.warmup_steps, total_steps, static_cast<float>(optim.lr),
+                      static_cast<float>(optim.min_lr_ratio));
   stats.clip = optim.grad_clip > 0
-                   ? nn::clip_coefficient(global_grad_norm, static_cast<float>(optim.grad_clip))
+                   ? nn::ClipCoefficient(global_grad_norm, static_cast<float>(optim.grad_clip))
                    : 1.0;
   nn::AdamWOptions opt;
   opt.beta1 = static_cast<float>(optim.beta1);
@@ -53,9 +53,9 @@ StepStats ApplyAdamW(const OptimConfig& optim, int64_t total_steps, int64_t step
   for (int64_t k = 0; k < count; ++k) {
     model::ParamT<float>* p = pieces[k].param;
     const int64_t b = pieces[k].begin;
-    nn::adamw_step_one_thread(p->value.data() + b, p->grad.data() + b, p->exp_avg.data() + b,
-                              p->exp_avg_sq.data() + b, pieces[k].end - b, step + 1, lr, p->decay,
-                              clip, opt);
+    nn::AdamwStepOneThread(p->value.data() + b, p->grad.data() + b, p->exp_avg.data() + b,
+                           p->exp_avg_sq.data() + b, pieces[k].end - b, step + 1, lr, p->decay,
+                           clip, opt);
   }
   return stats;
 }

@@ -5,6 +5,10 @@
 #include <numbers>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/nn/shape_check.h"
+
 namespace xhc::nn {
 
 namespace {
@@ -37,23 +41,25 @@ inline void UpdateOne(const AdamWCoefficients& k, float lr, float grad_scale, fl
 
 }  // namespace
 
-void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, int64_t step,
-                float lr, bool decay, float grad_scale, const AdamWOptions& opt) {
+absl::Status AdamwStep(float* param, const float* grad, float* m, float* v, int64_t n, int64_t step,
+                       float lr, bool decay, float grad_scale, const AdamWOptions& opt) {
+  RETURN_IF_ERROR(CheckAdamw("AdamwStep", n, step));
   const AdamWCoefficients k = Coefficients(step, lr, decay, opt);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) UpdateOne(k, lr, grad_scale, param, grad, m, v, i);
+  return absl::OkStatus();
 }
 
-void adamw_step_one_thread(float* param, const float* grad, float* m, float* v, int64_t n,
-                           int64_t step, float lr, bool decay, float grad_scale,
-                           const AdamWOptions& opt) {
+void AdamwStepOneThread(float* param, const float* grad, float* m, float* v, int64_t n,
+                        int64_t step, float lr, bool decay, float grad_scale,
+                        const AdamWOptions& opt) {
   const AdamWCoefficients k = Coefficients(step, lr, decay, opt);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) UpdateOne(k, lr, grad_scale, param, grad, m, v, i);
 }
 
-float lr_at(int64_t step, int64_t warmup_steps, int64_t total_steps, float peak_lr,
-            float min_ratio) {
+float LrAt(int64_t step, int64_t warmup_steps, int64_t total_steps, float peak_lr,
+           float min_ratio) {
   if (step < warmup_steps) {
     return peak_lr * static_cast<float>(step + 1) / static_cast<float>(warmup_steps);
   }
@@ -64,7 +70,7 @@ float lr_at(int64_t step, int64_t warmup_steps, int64_t total_steps, float peak_
   return static_cast<float>(min_lr + coeff * (peak_lr - min_lr));
 }
 
-double sum_of_squares_block(const float* g, int64_t n) {
+double SumOfSquaresBlock(const float* g, int64_t n) {
   // Eight running sums (element i goes to sum i % 8), added in lane order at the end: a fixed
   // order, so the same bits on any machine and thread count, and eight independent chains
   // instead of one (a single double chain ran at one element per add latency).
@@ -80,7 +86,7 @@ double sum_of_squares_block(const float* g, int64_t n) {
   return acc;
 }
 
-double sum_of_squares(const float* g, int64_t n) {
+double SumOfSquares(const float* g, int64_t n) {
   // The block size is a constant, not derived from the thread count, so the partial sums and
   // their order are the same however many threads run.
   constexpr int64_t kBlock = kSumOfSquaresBlock;
@@ -89,20 +95,20 @@ double sum_of_squares(const float* g, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < num_blocks; ++blk) {
     const int64_t begin = blk * kBlock;
-    partial[blk] = sum_of_squares_block(g + begin, std::min(n, begin + kBlock) - begin);
+    partial[blk] = SumOfSquaresBlock(g + begin, std::min(n, begin + kBlock) - begin);
   }
   double total = 0.0;
   for (double p : partial) total += p;
   return total;
 }
 
-double global_grad_norm(std::span<const std::span<const float>> grads) {
+double GlobalGradNorm(std::span<const std::span<const float>> grads) {
   double total = 0.0;
-  for (auto g : grads) total += sum_of_squares(g.data(), static_cast<int64_t>(g.size()));
+  for (auto g : grads) total += SumOfSquares(g.data(), static_cast<int64_t>(g.size()));
   return std::sqrt(total);
 }
 
-float clip_coefficient(double norm, float max_norm) {
+float ClipCoefficient(double norm, float max_norm) {
   return static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6)));
 }
 

@@ -19,14 +19,14 @@ TEST(AdamW, MatchesHandComputedSteps) {
   const float g = 0.5f, lr = 0.01f;
   // Step 1: decay 1 − 0.01·0.1 = 0.999; m = 0.05, v = 0.0125; m̂ = 0.5, v̂ = 0.25;
   // update = 0.5 / (0.5 + 1e-8) ≈ 1 − 2e-8 -> p = 0.999 − 0.01·(1 − 2e-8).
-  adamw_step(&p, &g, &m, &v, 1, 1, lr, /*decay=*/true);
+  XHC_EXPECT_OK(AdamwStep(&p, &g, &m, &v, 1, 1, lr, /*decay=*/true));
   EXPECT_FLOAT_EQ(m, 0.05f);
   EXPECT_FLOAT_EQ(v, 0.0125f);
   EXPECT_NEAR(p, 0.989, 1e-7);
   // Step 2 without decay, gradient halved by grad_scale: g = 0.25.
   // m = 0.045 + 0.025 = 0.07, v = 0.011875 + 0.003125 = 0.015;
   // m̂ = 0.07/0.19, v̂ = 0.015/0.0975.
-  adamw_step(&p, &g, &m, &v, 1, 2, lr, /*decay=*/false, /*grad_scale=*/0.5f);
+  XHC_EXPECT_OK(AdamwStep(&p, &g, &m, &v, 1, 2, lr, /*decay=*/false, /*grad_scale=*/0.5f));
   EXPECT_FLOAT_EQ(m, 0.07f);
   EXPECT_FLOAT_EQ(v, 0.015f);
   const double expected = 0.989 - 0.01 * (0.07 / 0.19) / (std::sqrt(0.015 / 0.0975) + 1e-8);
@@ -41,9 +41,9 @@ TEST(AdamW, MatchesReferenceOverSeveralSteps) {
     const auto g = random_vec(n, 190 + step);
     const std::vector<double> gd(g.begin(), g.end());
     const bool decay = step % 2 == 1;
-    adamw_step(p.data(), g.data(), m.data(), v.data(), n, step, 3e-3f, decay, 0.7f);
-    ref::adamw_step(rp.data(), gd.data(), rm.data(), rv.data(), n, step, 3e-3, 0.9, 0.95, 1e-8, 0.1,
-                    decay, 0.7);
+    XHC_EXPECT_OK(AdamwStep(p.data(), g.data(), m.data(), v.data(), n, step, 3e-3f, decay, 0.7f));
+    XHC_EXPECT_OK(ref::AdamwStep(rp.data(), gd.data(), rm.data(), rv.data(), n, step, 3e-3, 0.9,
+                                 0.95, 1e-8, 0.1, decay, 0.7));
   }
   testing::expect_close(p, rp, 1e-5, 1e-6, "param");
   testing::expect_close(m, rm, 1e-5, 1e-7, "exp_avg");
@@ -52,27 +52,27 @@ TEST(AdamW, MatchesReferenceOverSeveralSteps) {
 
 TEST(LrSchedule, Endpoints) {
   const float peak = 6e-4f;
-  EXPECT_FLOAT_EQ(lr_at(0, 10, 100, peak), peak / 10);
-  EXPECT_FLOAT_EQ(lr_at(4, 10, 100, peak), peak * 5 / 10);
-  EXPECT_FLOAT_EQ(lr_at(9, 10, 100, peak), peak);
-  EXPECT_FLOAT_EQ(lr_at(10, 10, 100, peak), peak);
-  EXPECT_FLOAT_EQ(lr_at(55, 10, 100, peak), 0.55f * peak);  // cosine midpoint
-  EXPECT_FLOAT_EQ(lr_at(100, 10, 100, peak), 0.1f * peak);
-  EXPECT_FLOAT_EQ(lr_at(500, 10, 100, peak), 0.1f * peak);
-  EXPECT_FLOAT_EQ(lr_at(0, 0, 100, peak), peak);  // no warm-up
-  for (int s = 11; s <= 100; ++s) EXPECT_LE(lr_at(s, 10, 100, peak), lr_at(s - 1, 10, 100, peak));
+  EXPECT_FLOAT_EQ(LrAt(0, 10, 100, peak), peak / 10);
+  EXPECT_FLOAT_EQ(LrAt(4, 10, 100, peak), peak * 5 / 10);
+  EXPECT_FLOAT_EQ(LrAt(9, 10, 100, peak), peak);
+  EXPECT_FLOAT_EQ(LrAt(10, 10, 100, peak), peak);
+  EXPECT_FLOAT_EQ(LrAt(55, 10, 100, peak), 0.55f * peak);  // cosine midpoint
+  EXPECT_FLOAT_EQ(LrAt(100, 10, 100, peak), 0.1f * peak);
+  EXPECT_FLOAT_EQ(LrAt(500, 10, 100, peak), 0.1f * peak);
+  EXPECT_FLOAT_EQ(LrAt(0, 0, 100, peak), peak);  // no warm-up
+  for (int s = 11; s <= 100; ++s) EXPECT_LE(LrAt(s, 10, 100, peak), LrAt(s - 1, 10, 100, peak));
 }
 
 TEST(GradNorm, SumsInDoubleAndClips) {
   const std::vector<float> a = {3.0f, 4.0f}, b = {12.0f};
   const std::span<const float> parts[] = {a, b};
-  EXPECT_DOUBLE_EQ(global_grad_norm(parts), 13.0);
-  EXPECT_FLOAT_EQ(clip_coefficient(13.0), static_cast<float>(1.0 / (13.0 + 1e-6)));
-  EXPECT_EQ(clip_coefficient(0.5), 1.0f);
+  EXPECT_DOUBLE_EQ(GlobalGradNorm(parts), 13.0);
+  EXPECT_FLOAT_EQ(ClipCoefficient(13.0), static_cast<float>(1.0 / (13.0 + 1e-6)));
+  EXPECT_EQ(ClipCoefficient(0.5), 1.0f);
   const auto big = random_vec(100000, 201);
   double want = 0;
   for (float x : big) want += double{x} * x;
-  EXPECT_NEAR(sum_of_squares(big.data(), big.size()), want, 1e-9 * want);
+  EXPECT_NEAR(SumOfSquares(big.data(), big.size()), want, 1e-9 * want);
 }
 
 TEST(AdamW, BitIdenticalAcrossThreadCounts) {
@@ -81,8 +81,8 @@ TEST(AdamW, BitIdenticalAcrossThreadCounts) {
   auto run = [&](int threads, double& norm) {
     std::vector<float> p = p0, m(n, 0.1f), v(n, 0.2f);
     testing::with_threads(threads, [&] {
-      norm = sum_of_squares(g.data(), n);
-      adamw_step(p.data(), g.data(), m.data(), v.data(), n, 3, 1e-3f, true, 0.9f);
+      norm = SumOfSquares(g.data(), n);
+      XHC_EXPECT_OK(AdamwStep(p.data(), g.data(), m.data(), v.data(), n, 3, 1e-3f, true, 0.9f));
     });
     return p;
   };

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/nn/shape_check.h"
 #include "third_party/openblas_cblas.h"
 
 namespace xhc::nn {
@@ -81,8 +84,9 @@ void forward_head(float* out, float* lse, Head q, Head k, Head v, int T, int dh,
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       int B, int T, int H, int Hkv, int dh) {
+absl::Status AttentionForward(float* out, float* lse, const float* q, const float* k,
+                              const float* v, int B, int T, int H, int Hkv, int dh) {
+  RETURN_IF_ERROR(CheckAttention("AttentionForward", B, T, H, Hkv, dh));
   pin_openblas_to_one_thread();
   const int group = H / Hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
@@ -95,6 +99,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
     forward_head(out + qoff, lse + static_cast<long>(bh) * T, {q + qoff, qs}, {k + koff, ks},
                  {v + koff, ks}, T, dh, scale);
   }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -156,9 +161,10 @@ void backward_query_head(const QueryHead& qh, Head k, Head v, float* dk, float* 
 
 }  // namespace
 
-void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                        const float* k, const float* v, const float* out, const float* lse, int B,
-                        int T, int H, int Hkv, int dh) {
+absl::Status AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                               const float* k, const float* v, const float* out, const float* lse,
+                               int B, int T, int H, int Hkv, int dh) {
+  RETURN_IF_ERROR(CheckAttention("AttentionBackward", B, T, H, Hkv, dh));
   pin_openblas_to_one_thread();
   const int group = H / Hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
@@ -185,6 +191,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                           scale);
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace xhc::nn

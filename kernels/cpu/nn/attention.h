@@ -12,18 +12,20 @@
 // against their causal key prefix with single-threaded sgemm calls of fixed shapes, so
 // results are bit-identical for any thread count (OpenBLAS is pinned to one thread).
 
+#include "absl/status/status.h"
+
 namespace xhc::nn {
 
 // q is (B,T,H,dh), k and v are (B,T,Hkv,dh) -> out is (B,T,H,dh);
 // lse is (B,H,T), saved for backward.
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       int B, int T, int H, int Hkv, int dh);
+absl::Status AttentionForward(float* out, float* lse, const float* q, const float* k,
+                              const float* v, int B, int T, int H, int Hkv, int dh);
 
 // dout is (B,T,H,dh); q, k, v, out, lse as saved by forward ->
 // dq (B,T,H,dh), dk and dv (B,T,Hkv,dh), all overwritten.
-void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                        const float* k, const float* v, const float* out, const float* lse, int B,
-                        int T, int H, int Hkv, int dh);
+absl::Status AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                               const float* k, const float* v, const float* out, const float* lse,
+                               int B, int T, int H, int Hkv, int dh);
 
 }  // namespace xhc::nn
 

@@ -4,6 +4,10 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/nn/shape_check.h"
+
 // Naive reference for causal softmax attention with grouped-query heads (model-spec §3):
 // query head h reads kv head h / (H/Hkv); scores scaled by 1/sqrt(dh).
 
@@ -12,8 +16,9 @@ namespace xhc::nn::ref {
 // q is (B,T,H,dh), k and v are (B,T,Hkv,dh), out is (B,T,H,dh).
 // lse is (B,H,T): log Σ_j exp(s_ij), the softmax statistic saved for backward.
 template <typename T>
-void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, int B, int T_, int H,
-                       int Hkv, int dh) {
+absl::Status AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v, int B, int T_,
+                              int H, int Hkv, int dh) {
+  RETURN_IF_ERROR(CheckAttention("AttentionForward", B, T_, H, Hkv, dh));
   const int group = H / Hkv;
   const T scale = T(1) / std::sqrt(static_cast<T>(dh));
   std::vector<T> s(T_);
@@ -44,14 +49,17 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, int B
       }
     }
   }
+  return absl::OkStatus();
 }
 
 // Gradients dq (B,T,H,dh), dk and dv (B,T,Hkv,dh), all overwritten. With P = softmax(S),
 // D_i = Σ_d dout_i·out_i: dS_ij = P_ij (dout_i·v_j − D_i); dq_i = scale Σ_j dS_ij k_j;
 // dk_j = scale Σ_{h in group, i} dS_ij q_i; dv_j = Σ_{h in group, i} P_ij dout_i.
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
-                        const T* out, const T* lse, int B, int T_, int H, int Hkv, int dh) {
+absl::Status AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
+                               const T* v, const T* out, const T* lse, int B, int T_, int H,
+                               int Hkv, int dh) {
+  RETURN_IF_ERROR(CheckAttention("AttentionBackward", B, T_, H, Hkv, dh));
   const int group = H / Hkv;
   const T scale = T(1) / std::sqrt(static_cast<T>(dh));
   for (long n = 0; n < static_cast<long>(B) * T_ * H * dh; ++n) dq[n] = 0;
@@ -82,6 +90,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
       }
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace xhc::nn::ref

@@ -27,10 +27,11 @@ Grads run_opt(const Shape& s, const std::vector<float>& q, const std::vector<flo
   Grads g{std::vector<float>(s.q_size()), std::vector<float>(s.B * s.H * s.T),
           std::vector<float>(s.q_size()), std::vector<float>(s.kv_size(), 7.0f),
           std::vector<float>(s.kv_size(), 7.0f)};
-  attention_forward(g.out.data(), g.lse.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H, s.Hkv,
-                    s.dh);
-  attention_backward(g.dq.data(), g.dk.data(), g.dv.data(), dout.data(), q.data(), k.data(),
-                     v.data(), g.out.data(), g.lse.data(), s.B, s.T, s.H, s.Hkv, s.dh);
+  XHC_EXPECT_OK(AttentionForward(g.out.data(), g.lse.data(), q.data(), k.data(), v.data(), s.B, s.T,
+                                 s.H, s.Hkv, s.dh));
+  XHC_EXPECT_OK(AttentionBackward(g.dq.data(), g.dk.data(), g.dv.data(), dout.data(), q.data(),
+                                  k.data(), v.data(), g.out.data(), g.lse.data(), s.B, s.T, s.H,
+                                  s.Hkv, s.dh));
   return g;
 }
 
@@ -46,10 +47,11 @@ TEST_P(AttentionVsRef, ForwardAndBackwardMatchDoubleReference) {
   const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dd = to_double(dout);
   std::vector<double> out(s.q_size()), lse(s.B * s.H * s.T), dq(s.q_size()), dk(s.kv_size()),
       dv(s.kv_size());
-  ref::attention_forward(out.data(), lse.data(), qd.data(), kd.data(), vd.data(), s.B, s.T, s.H,
-                         s.Hkv, s.dh);
-  ref::attention_backward(dq.data(), dk.data(), dv.data(), dd.data(), qd.data(), kd.data(),
-                          vd.data(), out.data(), lse.data(), s.B, s.T, s.H, s.Hkv, s.dh);
+  XHC_EXPECT_OK(ref::AttentionForward(out.data(), lse.data(), qd.data(), kd.data(), vd.data(), s.B,
+                                      s.T, s.H, s.Hkv, s.dh));
+  XHC_EXPECT_OK(ref::AttentionBackward(dq.data(), dk.data(), dv.data(), dd.data(), qd.data(),
+                                       kd.data(), vd.data(), out.data(), lse.data(), s.B, s.T, s.H,
+                                       s.Hkv, s.dh));
   testing::expect_close(g.out, out, 1e-4, 1e-5, "out");
   testing::expect_close(g.lse, lse, 1e-5, 1e-5, "lse");
   testing::expect_close(g.dq, dq, 1e-3, 1e-4, "dq");
@@ -71,13 +73,14 @@ TEST(AttentionRef, GradientsMatchFiniteDifferences) {
   std::vector<double> out(s.q_size()), lse(s.B * s.H * s.T), dq(s.q_size()), dk(s.kv_size()),
       dv(s.kv_size());
   auto loss = [&] {
-    ref::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H,
-                           s.Hkv, s.dh);
+    XHC_EXPECT_OK(ref::AttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.B,
+                                        s.T, s.H, s.Hkv, s.dh));
     return testing::dot(dout, out);
   };
   loss();
-  ref::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
-                          v.data(), out.data(), lse.data(), s.B, s.T, s.H, s.Hkv, s.dh);
+  XHC_EXPECT_OK(ref::AttentionBackward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                       k.data(), v.data(), out.data(), lse.data(), s.B, s.T, s.H,
+                                       s.Hkv, s.dh));
   testing::check_fd(q, dq, loss, "dq");
   testing::check_fd(k, dk, loss, "dk");
   testing::check_fd(v, dv, loss, "dv");
@@ -90,8 +93,8 @@ TEST(AttentionRef, FirstTokenCopiesItsValue) {
              k = to_double(random_vec(s.kv_size(), 132)),
              v = to_double(random_vec(s.kv_size(), 133));
   std::vector<double> out(s.q_size()), lse(s.B * s.H * s.T);
-  ref::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H, s.Hkv,
-                         s.dh);
+  XHC_EXPECT_OK(ref::AttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), s.B,
+                                      s.T, s.H, s.Hkv, s.dh));
   for (int h = 0; h < s.H; ++h) {
     for (int d = 0; d < s.dh; ++d) EXPECT_DOUBLE_EQ(out[h * s.dh + d], v[d]);
   }

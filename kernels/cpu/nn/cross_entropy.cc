@@ -3,10 +3,19 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/nn/shape_check.h"
+
 namespace xhc::nn {
 
-float cross_entropy_forward(float* lse, const float* logits, const int32_t* targets, int R, int V) {
-  if (R == 0) return 0.0f;
+absl::Status CrossEntropyForward(float* loss, float* lse, const float* logits,
+                                 const int32_t* targets, int R, int V) {
+  RETURN_IF_ERROR(CheckCrossEntropy("CrossEntropyForward", targets, R, V));
+  if (R == 0) {
+    *loss = 0.0f;
+    return absl::OkStatus();
+  }
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < R; ++r) {
     const float* x = logits + static_cast<long>(r) * V;
@@ -22,11 +31,13 @@ float cross_entropy_forward(float* lse, const float* logits, const int32_t* targ
   for (int r = 0; r < R; ++r) {
     total += static_cast<double>(lse[r]) - logits[static_cast<long>(r) * V + targets[r]];
   }
-  return static_cast<float>(total / R);
+  *loss = static_cast<float>(total / R);
+  return absl::OkStatus();
 }
 
-void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
-                            const int32_t* targets, int R, int V, float scale) {
+absl::Status CrossEntropyBackward(float* dlogits, const float* logits, const float* lse,
+                                  const int32_t* targets, int R, int V, float scale) {
+  RETURN_IF_ERROR(CheckCrossEntropy("CrossEntropyBackward", targets, R, V));
   const float s = scale / R;
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < R; ++r) {
@@ -36,6 +47,7 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
     for (int c = 0; c < V; ++c) dlogits[off + c] = s * std::exp(logits[off + c] - l);
     dlogits[off + targets[r]] -= s;
   }
+  return absl::OkStatus();
 }
 
 }  // namespace xhc::nn

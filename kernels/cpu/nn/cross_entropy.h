@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+
 // Cross-entropy over the vocabulary: loss = mean over rows of −log softmax(logits)[target]
 // (model-spec §2). Buffers caller-allocated, no aliasing; targets must lie in [0, V).
 // Parallel over rows; the loss is summed in double in row order after the parallel part, so
@@ -10,13 +12,14 @@
 
 namespace xhc::nn {
 
-// logits (R,V), targets (R) -> returns the mean loss; lse (R) is saved for backward.
-float cross_entropy_forward(float* lse, const float* logits, const int32_t* targets, int R, int V);
+// logits (R,V), targets (R) -> *loss is the mean loss; lse (R) is saved for backward.
+absl::Status CrossEntropyForward(float* loss, float* lse, const float* logits,
+                                 const int32_t* targets, int R, int V);
 
 // dlogits (R,V), overwritten with scale · (softmax − onehot) / R, i.e. scale times the
 // gradient of the mean loss. Pass scale = 1/num_micro_batches to average over a step.
-void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
-                            const int32_t* targets, int R, int V, float scale);
+absl::Status CrossEntropyBackward(float* dlogits, const float* logits, const float* lse,
+                                  const int32_t* targets, int R, int V, float scale);
 
 }  // namespace xhc::nn
 

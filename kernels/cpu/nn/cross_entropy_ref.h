@@ -4,14 +4,20 @@
 #include <cmath>
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/nn/shape_check.h"
+
 // Naive reference for loss = mean over rows of −log softmax(logits)[target] (model-spec §2).
 
 namespace xhc::nn::ref {
 
 // logits is (R,V), targets is (R) with values in [0,V); lse is (R), saved for backward.
-// Returns the mean loss.
+// *loss is the mean loss.
 template <typename T>
-T cross_entropy_forward(T* lse, const T* logits, const int32_t* targets, int R, int V) {
+absl::Status CrossEntropyForward(T* loss, T* lse, const T* logits, const int32_t* targets, int R,
+                                 int V) {
+  RETURN_IF_ERROR(CheckCrossEntropy("CrossEntropyForward", targets, R, V));
   T total = 0;
   for (int r = 0; r < R; ++r) {
     const T* x = logits + static_cast<long>(r) * V;
@@ -22,13 +28,15 @@ T cross_entropy_forward(T* lse, const T* logits, const int32_t* targets, int R, 
     lse[r] = mx + std::log(sum);
     total += lse[r] - x[targets[r]];
   }
-  return total / R;
+  *loss = total / R;
+  return absl::OkStatus();
 }
 
 // dlogits (R,V), overwritten: scale · ∂(mean loss)/∂logits = scale · (softmax − onehot) / R.
 template <typename T>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
-                            int R, int V, T scale) {
+absl::Status CrossEntropyBackward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
+                                  int R, int V, T scale) {
+  RETURN_IF_ERROR(CheckCrossEntropy("CrossEntropyBackward", targets, R, V));
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < V; ++c) {
       const long n = static_cast<long>(r) * V + c;
@@ -36,6 +44,7 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
       dlogits[n] = scale * (p - (c == targets[r] ? T(1) : T(0))) / R;
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace xhc::nn::ref

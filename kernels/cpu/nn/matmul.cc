@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/nn/shape_check.h"
 #include "third_party/openblas_cblas.h"
 
 namespace xhc::nn {
@@ -21,8 +24,9 @@ int num_blocks(int n) { return (n + kBlock - 1) / kBlock; }
 
 }  // namespace
 
-void matmul_forward(float* y, const float* x, const float* w, int M, int K, int N) {
-  if (M == 0 || N == 0) return;
+absl::Status MatmulForward(float* y, const float* x, const float* w, int M, int K, int N) {
+  RETURN_IF_ERROR(CheckDims("MatmulForward", {{"M", M}, {"K", K}, {"N", N}}));
+  if (M == 0 || N == 0) return absl::OkStatus();
   pin_openblas_to_one_thread();
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks(M); ++blk) {
@@ -31,11 +35,13 @@ void matmul_forward(float* y, const float* x, const float* w, int M, int K, int 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, N, K, 1.0f,
                 x + static_cast<long>(m0) * K, K, w, K, 0.0f, y + static_cast<long>(m0) * N, N);
   }
+  return absl::OkStatus();
 }
 
-void matmul_backward_input(float* dx, const float* dy, const float* w, int M, int K, int N,
-                           bool accumulate) {
-  if (M == 0 || K == 0) return;
+absl::Status MatmulBackwardInput(float* dx, const float* dy, const float* w, int M, int K, int N,
+                                 bool accumulate) {
+  RETURN_IF_ERROR(CheckDims("MatmulBackwardInput", {{"M", M}, {"K", K}, {"N", N}}));
+  if (M == 0 || K == 0) return absl::OkStatus();
   pin_openblas_to_one_thread();
 #pragma omp parallel for schedule(dynamic, 1)
   for (int blk = 0; blk < num_blocks(M); ++blk) {
@@ -45,10 +51,12 @@ void matmul_backward_input(float* dx, const float* dy, const float* w, int M, in
                 dy + static_cast<long>(m0) * N, N, w, K, accumulate ? 1.0f : 0.0f,
                 dx + static_cast<long>(m0) * K, K);
   }
+  return absl::OkStatus();
 }
 
-void matmul_backward_weight(float* dw, const float* dy, const float* x, int M, int K, int N) {
-  if (N == 0 || K == 0) return;
+absl::Status MatmulBackwardWeight(float* dw, const float* dy, const float* x, int M, int K, int N) {
+  RETURN_IF_ERROR(CheckDims("MatmulBackwardWeight", {{"M", M}, {"K", K}, {"N", N}}));
+  if (N == 0 || K == 0) return absl::OkStatus();
   pin_openblas_to_one_thread();
   // Blocks over output rows of dw, so each block still sums over all M tokens inside one
   // sgemm call and no cross-block reduction is needed.
@@ -59,6 +67,7 @@ void matmul_backward_weight(float* dw, const float* dy, const float* x, int M, i
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, K, M, 1.0f, dy + n0, N, x, K, 1.0f,
                 dw + static_cast<long>(n0) * K, K);
   }
+  return absl::OkStatus();
 }
 
 }  // namespace xhc::nn

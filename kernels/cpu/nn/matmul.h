@@ -10,19 +10,21 @@
 // fixed-size row blocks, each one single-threaded sgemm call on an OpenMP thread. To make
 // that hold these calls set OpenBLAS's own thread count to 1 (process-wide).
 
+#include "absl/status/status.h"
+
 namespace xhc::nn {
 
 // x is (M,K), w is (N,K), y is (M,N). Overwrites y.
-void matmul_forward(float* y, const float* x, const float* w, int M, int K, int N);
+absl::Status MatmulForward(float* y, const float* x, const float* w, int M, int K, int N);
 
 // dy is (M,N), w is (N,K), dx is (M,K): dx = dy · W. Overwrites dx, or adds into it when
 // accumulate is true (q, k and v all read the same normalized input).
-void matmul_backward_input(float* dx, const float* dy, const float* w, int M, int K, int N,
-                           bool accumulate = false);
+absl::Status MatmulBackwardInput(float* dx, const float* dy, const float* w, int M, int K, int N,
+                                 bool accumulate = false);
 
 // dy is (M,N), x is (M,K), dw is (N,K): dw += dyᵀ · x (always accumulates, so gradients of
 // several micro-batches sum in the caller's buffer).
-void matmul_backward_weight(float* dw, const float* dy, const float* x, int M, int K, int N);
+absl::Status MatmulBackwardWeight(float* dw, const float* dy, const float* x, int M, int K, int N);
 
 }  // namespace xhc::nn
 

@@ -8,7 +8,8 @@ namespace xhc::nn::ref {
 
 // x is (M,K), w is (N,K), y is (M,N). Overwrites y.
 template <typename T>
-void matmul_forward(T* y, const T* x, const T* w, int M, int K, int N) {
+absl::Status MatmulForward(T* y, const T* x, const T* w, int M, int K, int N) {
+  RETURN_IF_ERROR(CheckDims("MatmulForward", {{"M", M}, {"K", K}, {"N", N}}));
   for (int m = 0; m < M; ++m) {
     for (int n = 0; n < N; ++n) {
       T acc = 0;
@@ -16,12 +17,14 @@ void matmul_forward(T* y, const T* x, const T* w, int M, int K, int N) {
       y[m * N + n] = acc;
     }
   }
+  return absl::OkStatus();
 }
 
 // dy is (M,N), w is (N,K), dx is (M,K): dx = dy · W (overwrites, or adds if accumulate).
 template <typename T>
-void matmul_backward_input(T* dx, const T* dy, const T* w, int M, int K, int N,
-                           bool accumulate = false) {
+absl::Status MatmulBackwardInput(T* dx, const T* dy, const T* w, int M, int K, int N,
+                                 bool accumulate = false) {
+  RETURN_IF_ERROR(CheckDims("MatmulBackwardInput", {{"M", M}, {"K", K}, {"N", N}}));
   for (int m = 0; m < M; ++m) {
     for (int k = 0; k < K; ++k) {
       T acc = 0;
@@ -29,11 +32,13 @@ void matmul_backward_input(T* dx, const T* dy, const T* w, int M, int K, int N,
       dx[m * K + k] = accumulate ? dx[m * K + k] + acc : acc;
     }
   }
+  return absl::OkStatus();
 }
 
 // dy is (M,N), x is (M,K), dw is (N,K): dw += dyᵀ · x.
 template <typename T>
-void matmul_backward_weight(T* dw, const T* dy, const T* x, int M, int K, int N) {
+absl::Status MatmulBackwardWeight(T* dw, const T* dy, const T* x, int M, int K, int N) {
+  RETURN_IF_ERROR(CheckDims("MatmulBackwardWeight", {{"M", M}, {"K", K}, {"N", N}}));
   for (int n = 0; n < N; ++n) {
     for (int k = 0; k < K; ++k) {
       T acc = 0;
@@ -41,6 +46,7 @@ void matmul_backward_weight(T* dw, const T* dy, const T* x, int M, int K, int N)
       dw[n * K + k] += acc;
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace xhc::nn::ref

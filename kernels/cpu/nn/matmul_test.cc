@@ -25,17 +25,17 @@ TEST_P(MatmulVsRef, AllThreeMatchDoubleReference) {
              dy = random_vec(M * N, 303 + K), dx0 = random_vec(M * K, 404),
              dw0 = random_vec(N * K, 505);
   std::vector<float> y(M * N), dx(M * K), dxa = dx0, dw = dw0;
-  matmul_forward(y.data(), x.data(), w.data(), M, K, N);
-  matmul_backward_input(dx.data(), dy.data(), w.data(), M, K, N);
-  matmul_backward_input(dxa.data(), dy.data(), w.data(), M, K, N, /*accumulate=*/true);
-  matmul_backward_weight(dw.data(), dy.data(), x.data(), M, K, N);
+  XHC_EXPECT_OK(MatmulForward(y.data(), x.data(), w.data(), M, K, N));
+  XHC_EXPECT_OK(MatmulBackwardInput(dx.data(), dy.data(), w.data(), M, K, N));
+  XHC_EXPECT_OK(MatmulBackwardInput(dxa.data(), dy.data(), w.data(), M, K, N, /*accumulate=*/true));
+  XHC_EXPECT_OK(MatmulBackwardWeight(dw.data(), dy.data(), x.data(), M, K, N));
 
   const auto xd = to_double(x), wd = to_double(w), dyd = to_double(dy);
   std::vector<double> ry(M * N), rdx(M * K), rdxa = to_double(dx0), rdw = to_double(dw0);
-  ref::matmul_forward(ry.data(), xd.data(), wd.data(), M, K, N);
-  ref::matmul_backward_input(rdx.data(), dyd.data(), wd.data(), M, K, N);
-  ref::matmul_backward_input(rdxa.data(), dyd.data(), wd.data(), M, K, N, true);
-  ref::matmul_backward_weight(rdw.data(), dyd.data(), xd.data(), M, K, N);
+  XHC_EXPECT_OK(ref::MatmulForward(ry.data(), xd.data(), wd.data(), M, K, N));
+  XHC_EXPECT_OK(ref::MatmulBackwardInput(rdx.data(), dyd.data(), wd.data(), M, K, N));
+  XHC_EXPECT_OK(ref::MatmulBackwardInput(rdxa.data(), dyd.data(), wd.data(), M, K, N, true));
+  XHC_EXPECT_OK(ref::MatmulBackwardWeight(rdw.data(), dyd.data(), xd.data(), M, K, N));
   testing::expect_close(y, ry, 1e-4, 1e-4, "y");
   testing::expect_close(dx, rdx, 1e-4, 1e-4, "dx");
   testing::expect_close(dxa, rdxa, 1e-4, 1e-4, "dx accumulated");
@@ -53,11 +53,11 @@ TEST(MatmulRef, GradientsMatchFiniteDifferences) {
   const auto dy = to_double(random_vec(M * N, 13));
   std::vector<double> y(M * N), dx(M * K), dw(N * K, 0.0);
   auto loss = [&] {
-    ref::matmul_forward(y.data(), x.data(), w.data(), M, K, N);
+    XHC_EXPECT_OK(ref::MatmulForward(y.data(), x.data(), w.data(), M, K, N));
     return testing::dot(dy, y);
   };
-  ref::matmul_backward_input(dx.data(), dy.data(), w.data(), M, K, N);
-  ref::matmul_backward_weight(dw.data(), dy.data(), x.data(), M, K, N);
+  XHC_EXPECT_OK(ref::MatmulBackwardInput(dx.data(), dy.data(), w.data(), M, K, N));
+  XHC_EXPECT_OK(ref::MatmulBackwardWeight(dw.data(), dy.data(), x.data(), M, K, N));
   testing::check_fd(x, dx, loss, "dx");
   testing::check_fd(w, dw, loss, "dw");
 }
@@ -68,9 +68,9 @@ TEST(Matmul, BitIdenticalAcrossThreadCounts) {
   auto run = [&](int threads) {
     std::vector<float> y(M * N), dx(M * K), dw(N * K, 0.5f);
     testing::with_threads(threads, [&] {
-      matmul_forward(y.data(), x.data(), w.data(), M, K, N);
-      matmul_backward_input(dx.data(), dy.data(), w.data(), M, K, N);
-      matmul_backward_weight(dw.data(), dy.data(), x.data(), M, K, N);
+      XHC_EXPECT_OK(MatmulForward(y.data(), x.data(), w.data(), M, K, N));
+      XHC_EXPECT_OK(MatmulBackwardInput(dx.data(), dy.data(), w.data(), M, K, N));
+      XHC_EXPECT_OK(MatmulBackwardWeight(dw.data(), dy.data(), x.data(), M, K, N));
     });
     return std::make_tuple(y, dx, dw);
   };

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/nn/attention.h"
@@ -22,6 +23,14 @@ std::vector<float> random_vec(size_t n, unsigned seed) {
 }
 
 // Median-free but warm: one untimed run, then the mean of `reps` runs, in milliseconds.
+// A benchmark of an op that refused its shape measures nothing: stop, saying why.
+void Must(const absl::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "nn_bench: %s\n", std::string(s.message()).c_str());
+    std::exit(1);
+  }
+}
+
 double time_ms(const std::function<void()>& f, int reps = 10) {
   f();
   const auto t0 = std::chrono::steady_clock::now();
@@ -44,12 +53,12 @@ int main(int argc, char** argv) {
   std::vector<float> out(q.size()), lse(static_cast<size_t>(B) * H * T), dq(q.size()), dk(k.size()),
       dv(v.size());
   const double fwd = time_ms([&] {
-    xhc::nn::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, H, Hkv,
-                               dh);
+    Must(xhc::nn::AttentionForward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, H,
+                                   Hkv, dh));
   });
   const double bwd = time_ms([&] {
-    xhc::nn::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
-                                v.data(), out.data(), lse.data(), B, T, H, Hkv, dh);
+    Must(xhc::nn::AttentionBackward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                    k.data(), v.data(), out.data(), lse.data(), B, T, H, Hkv, dh));
   });
   const double attn_flop = 2.0 * B * H * (T * (T + 1) / 2.0) * dh;  // one QKᵀ-sized product
   std::printf(
@@ -63,11 +72,11 @@ int main(int argc, char** argv) {
   std::vector<float> y(x.size()), dx(x.size()), dw(w.size());
   const double mm_flop = 2.0 * M * C * C;
   const double mf =
-      time_ms([&] { xhc::nn::matmul_forward(y.data(), x.data(), w.data(), M, C, C); });
+      time_ms([&] { Must(xhc::nn::MatmulForward(y.data(), x.data(), w.data(), M, C, C)); });
   const double mi =
-      time_ms([&] { xhc::nn::matmul_backward_input(dx.data(), dy.data(), w.data(), M, C, C); });
-  const double mw =
-      time_ms([&] { xhc::nn::matmul_backward_weight(dw.data(), dy.data(), x.data(), M, C, C); });
+      time_ms([&] { Must(xhc::nn::MatmulBackwardInput(dx.data(), dy.data(), w.data(), M, C, C)); });
+  const double mw = time_ms(
+      [&] { Must(xhc::nn::MatmulBackwardWeight(dw.data(), dy.data(), x.data(), M, C, C)); });
   std::printf(
       "matmul M=%d K=%d N=%d: fwd %.2f ms (%.1f GFLOP/s), dx %.2f ms (%.1f), "
       "dW %.2f ms (%.1f)\n",

@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/nn/shape_check.h"
+
 namespace xhc::nn {
 
-void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int R, int C,
-                     float eps) {
+absl::Status RmsnormForward(float* y, float* rstd, const float* x, const float* w, int R, int C,
+                            float eps) {
+  RETURN_IF_ERROR(CheckDims("RmsnormForward", {{"R", R}, {"C", C}}));
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < R; ++r) {
     const float* xr = x + static_cast<long>(r) * C;
@@ -19,10 +24,12 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int 
 #pragma omp simd
     for (int c = 0; c < C; ++c) yr[c] = xr[c] * s * w[c];
   }
+  return absl::OkStatus();
 }
 
-void rmsnorm_backward_input(float* dx, const float* dy, const float* x, const float* w,
-                            const float* rstd, int R, int C) {
+absl::Status RmsnormBackwardInput(float* dx, const float* dy, const float* x, const float* w,
+                                  const float* rstd, int R, int C) {
+  RETURN_IF_ERROR(CheckDims("RmsnormBackwardInput", {{"R", R}, {"C", C}}));
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < R; ++r) {
     const long off = static_cast<long>(r) * C;
@@ -36,10 +43,12 @@ void rmsnorm_backward_input(float* dx, const float* dy, const float* x, const fl
       dx[off + c] = s * (w[c] * dy[off + c] - x[off + c] * s * mean);
     }
   }
+  return absl::OkStatus();
 }
 
-void rmsnorm_backward_weight(float* dw, const float* dy, const float* x, const float* rstd, int R,
-                             int C) {
+absl::Status RmsnormBackwardWeight(float* dw, const float* dy, const float* x, const float* rstd,
+                                   int R, int C) {
+  RETURN_IF_ERROR(CheckDims("RmsnormBackwardWeight", {{"R", R}, {"C", C}}));
   // Split channels (not rows) across threads: each dw[c] then sums its rows in row order
   // on one thread, which keeps the result independent of the thread count without a
   // second reduction pass.
@@ -58,6 +67,7 @@ void rmsnorm_backward_weight(float* dw, const float* dy, const float* x, const f
     }
     for (int c = c0; c < c1; ++c) dw[c] += acc[c - c0];
   }
+  return absl::OkStatus();
 }
 
 }  // namespace xhc::nn

@@ -7,19 +7,21 @@
 // over channel chunks (dw); every output element is summed by one thread in a fixed order,
 // so results are bit-identical for any thread count.
 
+#include "absl/status/status.h"
+
 namespace xhc::nn {
 
 // x is (R,C), w is (C) -> y is (R,C); rstd is (R), saved for backward.
-void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int R, int C,
-                     float eps);
+absl::Status RmsnormForward(float* y, float* rstd, const float* x, const float* w, int R, int C,
+                            float eps);
 
 // dy, x are (R,C), rstd from forward -> dx is (R,C), overwritten.
-void rmsnorm_backward_input(float* dx, const float* dy, const float* x, const float* w,
-                            const float* rstd, int R, int C);
+absl::Status RmsnormBackwardInput(float* dx, const float* dy, const float* x, const float* w,
+                                  const float* rstd, int R, int C);
 
 // dw is (C): dw += Σ_rows dy ⊙ x·rstd.
-void rmsnorm_backward_weight(float* dw, const float* dy, const float* x, const float* rstd, int R,
-                             int C);
+absl::Status RmsnormBackwardWeight(float* dw, const float* dy, const float* x, const float* rstd,
+                                   int R, int C);
 
 }  // namespace xhc::nn
 

@@ -21,9 +21,10 @@ Outputs run_opt(const std::vector<float>& x, const std::vector<float>& w,
                 const std::vector<float>& dy, int R, int C) {
   Outputs o{std::vector<float>(R * C), std::vector<float>(R), std::vector<float>(R * C),
             std::vector<float>(C, 0.25f)};
-  rmsnorm_forward(o.y.data(), o.rstd.data(), x.data(), w.data(), R, C, 1e-6f);
-  rmsnorm_backward_input(o.dx.data(), dy.data(), x.data(), w.data(), o.rstd.data(), R, C);
-  rmsnorm_backward_weight(o.dw.data(), dy.data(), x.data(), o.rstd.data(), R, C);
+  XHC_EXPECT_OK(RmsnormForward(o.y.data(), o.rstd.data(), x.data(), w.data(), R, C, 1e-6f));
+  XHC_EXPECT_OK(
+      RmsnormBackwardInput(o.dx.data(), dy.data(), x.data(), w.data(), o.rstd.data(), R, C));
+  XHC_EXPECT_OK(RmsnormBackwardWeight(o.dw.data(), dy.data(), x.data(), o.rstd.data(), R, C));
   return o;
 }
 
@@ -36,9 +37,10 @@ TEST_P(RmsnormVsRef, MatchesDoubleReference) {
   const Outputs o = run_opt(x, w, dy, R, C);
   const auto xd = to_double(x), wd = to_double(w), dyd = to_double(dy);
   std::vector<double> y(R * C), rstd(R), dx(R * C), dw(C, 0.25);
-  ref::rmsnorm_forward(y.data(), rstd.data(), xd.data(), wd.data(), R, C, 1e-6);
-  ref::rmsnorm_backward_input(dx.data(), dyd.data(), xd.data(), wd.data(), rstd.data(), R, C);
-  ref::rmsnorm_backward_weight(dw.data(), dyd.data(), xd.data(), rstd.data(), R, C);
+  XHC_EXPECT_OK(ref::RmsnormForward(y.data(), rstd.data(), xd.data(), wd.data(), R, C, 1e-6));
+  XHC_EXPECT_OK(
+      ref::RmsnormBackwardInput(dx.data(), dyd.data(), xd.data(), wd.data(), rstd.data(), R, C));
+  XHC_EXPECT_OK(ref::RmsnormBackwardWeight(dw.data(), dyd.data(), xd.data(), rstd.data(), R, C));
   testing::expect_close(o.y, y, 1e-5, 1e-5, "y");
   testing::expect_close(o.rstd, rstd, 1e-5, 1e-5, "rstd");
   testing::expect_close(o.dx, dx, 1e-4, 1e-5, "dx");
@@ -56,12 +58,13 @@ TEST(RmsnormRef, GradientsMatchFiniteDifferences) {
   const auto dy = to_double(random_vec(R * C, 43));
   std::vector<double> y(R * C), rstd(R), dx(R * C), dw(C, 0.0);
   auto loss = [&] {
-    ref::rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), R, C, 1e-6);
+    XHC_EXPECT_OK(ref::RmsnormForward(y.data(), rstd.data(), x.data(), w.data(), R, C, 1e-6));
     return testing::dot(dy, y);
   };
   loss();
-  ref::rmsnorm_backward_input(dx.data(), dy.data(), x.data(), w.data(), rstd.data(), R, C);
-  ref::rmsnorm_backward_weight(dw.data(), dy.data(), x.data(), rstd.data(), R, C);
+  XHC_EXPECT_OK(
+      ref::RmsnormBackwardInput(dx.data(), dy.data(), x.data(), w.data(), rstd.data(), R, C));
+  XHC_EXPECT_OK(ref::RmsnormBackwardWeight(dw.data(), dy.data(), x.data(), rstd.data(), R, C));
   testing::check_fd(x, dx, loss, "dx");
   testing::check_fd(w, dw, loss, "dw");
 }

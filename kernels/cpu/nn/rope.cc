@@ -3,6 +3,10 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/nn/shape_check.h"
+
 namespace xhc::nn {
 namespace {
 
@@ -51,12 +55,16 @@ void rotate(float* out, const float* x, int B, int T, int H, int dh, float theta
 
 }  // namespace
 
-void rope_forward(float* out, const float* x, int B, int T, int H, int dh, float theta) {
+absl::Status RopeForward(float* out, const float* x, int B, int T, int H, int dh, float theta) {
+  RETURN_IF_ERROR(CheckRope("RopeForward", B, T, H, dh));
   rotate(out, x, B, T, H, dh, theta, 1.0f);
+  return absl::OkStatus();
 }
 
-void rope_backward(float* dx, const float* dout, int B, int T, int H, int dh, float theta) {
+absl::Status RopeBackward(float* dx, const float* dout, int B, int T, int H, int dh, float theta) {
+  RETURN_IF_ERROR(CheckRope("RopeBackward", B, T, H, dh));
   rotate(dx, dout, B, T, H, dh, theta, -1.0f);
+  return absl::OkStatus();
 }
 
 }  // namespace xhc::nn

@@ -8,13 +8,15 @@
 // even (the config validator rejects odd head dims). Parallel over (b,t) rows; each element
 // is computed independently, so results do not depend on the thread count.
 
+#include "absl/status/status.h"
+
 namespace xhc::nn {
 
 // out = RoPE(x). theta is rope_theta (10000 by default).
-void rope_forward(float* out, const float* x, int B, int T, int H, int dh, float theta);
+absl::Status RopeForward(float* out, const float* x, int B, int T, int H, int dh, float theta);
 
 // dx = RoPE⁻¹(dout). dx may alias dout.
-void rope_backward(float* dx, const float* dout, int B, int T, int H, int dh, float theta);
+absl::Status RopeBackward(float* dx, const float* dout, int B, int T, int H, int dh, float theta);
 
 }  // namespace xhc::nn
 

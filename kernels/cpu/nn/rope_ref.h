@@ -3,6 +3,10 @@
 
 #include <cmath>
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/nn/shape_check.h"
+
 // Naive reference for rotary embeddings, half-split convention (model-spec §3): per head,
 // x1 = x[:dh/2], x2 = x[dh/2:], θ_j = t · theta^(−2j/dh), t the 0-based position in the
 // sequence; x ← [x1·cos θ − x2·sin θ, x1·sin θ + x2·cos θ].
@@ -12,7 +16,7 @@ namespace xhc::nn::ref {
 // x, out are (B,T,H,dh); out may alias x. sign = +1 rotates forward, −1 applies the
 // inverse (= transposed) rotation, which is exactly the backward.
 template <typename T>
-void rope_rotate(T* out, const T* x, int B, int T_, int H, int dh, double theta, int sign) {
+void RopeRotate(T* out, const T* x, int B, int T_, int H, int dh, double theta, int sign) {
   const int half = dh / 2;
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T_; ++t) {
@@ -34,14 +38,18 @@ void rope_rotate(T* out, const T* x, int B, int T_, int H, int dh, double theta,
 
 // out = RoPE(x).
 template <typename T>
-void rope_forward(T* out, const T* x, int B, int T_, int H, int dh, double theta) {
-  rope_rotate(out, x, B, T_, H, dh, theta, +1);
+absl::Status RopeForward(T* out, const T* x, int B, int T_, int H, int dh, T theta) {
+  RETURN_IF_ERROR(CheckRope("RopeForward", B, T_, H, dh));
+  RopeRotate(out, x, B, T_, H, dh, theta, +1);
+  return absl::OkStatus();
 }
 
 // dx = RoPE(x)ᵀ · dout (rotation by −θ).
 template <typename T>
-void rope_backward(T* dx, const T* dout, int B, int T_, int H, int dh, double theta) {
-  rope_rotate(dx, dout, B, T_, H, dh, theta, -1);
+absl::Status RopeBackward(T* dx, const T* dout, int B, int T_, int H, int dh, T theta) {
+  RETURN_IF_ERROR(CheckRope("RopeBackward", B, T_, H, dh));
+  RopeRotate(dx, dout, B, T_, H, dh, theta, -1);
+  return absl::OkStatus();
 }
 
 }  // namespace xhc::nn::ref

@@ -21,13 +21,13 @@ TEST_P(RopeVsRef, ForwardAndBackwardMatchDoubleReference) {
   const int n = B * T * H * dh;
   const auto x = random_vec(n, 61 + T), dout = random_vec(n, 62 + H);
   std::vector<float> y(n), dx(n), inplace = x;
-  rope_forward(y.data(), x.data(), B, T, H, dh, 10000.0f);
-  rope_backward(dx.data(), dout.data(), B, T, H, dh, 10000.0f);
-  rope_forward(inplace.data(), inplace.data(), B, T, H, dh, 10000.0f);
+  XHC_EXPECT_OK(RopeForward(y.data(), x.data(), B, T, H, dh, 10000.0f));
+  XHC_EXPECT_OK(RopeBackward(dx.data(), dout.data(), B, T, H, dh, 10000.0f));
+  XHC_EXPECT_OK(RopeForward(inplace.data(), inplace.data(), B, T, H, dh, 10000.0f));
   const auto xd = to_double(x), doutd = to_double(dout);
   std::vector<double> ry(n), rdx(n);
-  ref::rope_forward(ry.data(), xd.data(), B, T, H, dh, 10000.0);
-  ref::rope_backward(rdx.data(), doutd.data(), B, T, H, dh, 10000.0);
+  XHC_EXPECT_OK(ref::RopeForward(ry.data(), xd.data(), B, T, H, dh, 10000.0));
+  XHC_EXPECT_OK(ref::RopeBackward(rdx.data(), doutd.data(), B, T, H, dh, 10000.0));
   testing::expect_close(y, ry, 1e-5, 1e-5, "y");
   testing::expect_close(dx, rdx, 1e-5, 1e-5, "dx");
   testing::expect_bitwise_equal(inplace, y, "in-place y");
@@ -42,7 +42,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RopeVsRef,
 TEST(RopeRef, HalfSplitConvention) {
   const int dh = 4;
   std::vector<double> x = {1, 2, 3, 4, 1, 2, 3, 4}, y(8);
-  ref::rope_forward(y.data(), x.data(), 1, 2, 1, dh, 10000.0);
+  XHC_EXPECT_OK(ref::RopeForward(y.data(), x.data(), 1, 2, 1, dh, 10000.0));
   for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(y[i], x[i]);
   // j = 0 pairs x[0] with x[2] (half split, not interleaved), angle = 1.
   EXPECT_NEAR(y[4], 1 * std::cos(1.0) - 3 * std::sin(1.0), 1e-15);
@@ -58,10 +58,10 @@ TEST(RopeRef, GradientMatchesFiniteDifferences) {
   const auto dy = to_double(random_vec(n, 72));
   std::vector<double> y(n), dx(n);
   auto loss = [&] {
-    ref::rope_forward(y.data(), x.data(), B, T, H, dh, 500.0);
+    XHC_EXPECT_OK(ref::RopeForward(y.data(), x.data(), B, T, H, dh, 500.0));
     return testing::dot(dy, y);
   };
-  ref::rope_backward(dx.data(), dy.data(), B, T, H, dh, 500.0);
+  XHC_EXPECT_OK(ref::RopeBackward(dx.data(), dy.data(), B, T, H, dh, 500.0));
   testing::check_fd(x, dx, loss, "dx");
 }
 
@@ -70,12 +70,12 @@ TEST(Rope, BitIdenticalAcrossThreadCounts) {
   const auto x = random_vec(n, 81);
   std::vector<float> a(n), b(n), da(n), db(n);
   testing::with_threads(1, [&] {
-    rope_forward(a.data(), x.data(), B, T, H, dh, 10000.0f);
-    rope_backward(da.data(), x.data(), B, T, H, dh, 10000.0f);
+    XHC_EXPECT_OK(RopeForward(a.data(), x.data(), B, T, H, dh, 10000.0f));
+    XHC_EXPECT_OK(RopeBackward(da.data(), x.data(), B, T, H, dh, 10000.0f));
   });
   testing::with_threads(2, [&] {
-    rope_forward(b.data(), x.data(), B, T, H, dh, 10000.0f);
-    rope_backward(db.data(), x.data(), B, T, H, dh, 10000.0f);
+    XHC_EXPECT_OK(RopeForward(b.data(), x.data(), B, T, H, dh, 10000.0f));
+    XHC_EXPECT_OK(RopeBackward(db.data(), x.data(), B, T, H, dh, 10000.0f));
   });
   testing::expect_bitwise_equal(a, b, "y");
   testing::expect_bitwise_equal(da, db, "dx");

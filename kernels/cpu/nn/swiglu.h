@@ -5,12 +5,15 @@
 // (model-spec §3). Elementwise, so it saves nothing beyond its inputs a and b.
 // Buffers caller-allocated, length n, no aliasing between outputs and inputs.
 
+#include "absl/status/status.h"
+
 namespace xhc::nn {
 
-void swiglu_forward(float* h, const float* a, const float* b, long n);
+absl::Status SwigluForward(float* h, const float* a, const float* b, long n);
 
 // Overwrites da and db.
-void swiglu_backward(float* da, float* db, const float* dh, const float* a, const float* b, long n);
+absl::Status SwigluBackward(float* da, float* db, const float* dh, const float* a, const float* b,
+                            long n);
 
 }  // namespace xhc::nn
 

@@ -18,12 +18,12 @@ TEST_P(SwigluVsRef, MatchesDoubleReference) {
   const int n = GetParam();
   const auto a = random_vec(n, 91 + n, -6.0f, 6.0f), b = random_vec(n, 92), dh = random_vec(n, 93);
   std::vector<float> h(n), da(n), db(n);
-  swiglu_forward(h.data(), a.data(), b.data(), n);
-  swiglu_backward(da.data(), db.data(), dh.data(), a.data(), b.data(), n);
+  XHC_EXPECT_OK(SwigluForward(h.data(), a.data(), b.data(), n));
+  XHC_EXPECT_OK(SwigluBackward(da.data(), db.data(), dh.data(), a.data(), b.data(), n));
   const auto ad = to_double(a), bd = to_double(b), dhd = to_double(dh);
   std::vector<double> rh(n), rda(n), rdb(n);
-  ref::swiglu_forward(rh.data(), ad.data(), bd.data(), n);
-  ref::swiglu_backward(rda.data(), rdb.data(), dhd.data(), ad.data(), bd.data(), n);
+  XHC_EXPECT_OK(ref::SwigluForward(rh.data(), ad.data(), bd.data(), n));
+  XHC_EXPECT_OK(ref::SwigluBackward(rda.data(), rdb.data(), dhd.data(), ad.data(), bd.data(), n));
   testing::expect_close(h, rh, 1e-5, 1e-6, "h");
   testing::expect_close(da, rda, 1e-5, 1e-6, "da");
   testing::expect_close(db, rdb, 1e-5, 1e-6, "db");
@@ -37,10 +37,10 @@ TEST(SwigluRef, GradientsMatchFiniteDifferences) {
   const auto dh = to_double(random_vec(n, 96));
   std::vector<double> h(n), da(n), db(n);
   auto loss = [&] {
-    ref::swiglu_forward(h.data(), a.data(), b.data(), n);
+    XHC_EXPECT_OK(ref::SwigluForward(h.data(), a.data(), b.data(), n));
     return testing::dot(dh, h);
   };
-  ref::swiglu_backward(da.data(), db.data(), dh.data(), a.data(), b.data(), n);
+  XHC_EXPECT_OK(ref::SwigluBackward(da.data(), db.data(), dh.data(), a.data(), b.data(), n));
   testing::check_fd(a, da, loss, "da");
   testing::check_fd(b, db, loss, "db");
 }
@@ -50,12 +50,12 @@ TEST(Swiglu, BitIdenticalAcrossThreadCounts) {
   const auto a = random_vec(n, 97, -5.0f, 5.0f), b = random_vec(n, 98), dh = random_vec(n, 99);
   std::vector<float> h1(n), h2(n), da1(n), da2(n), db1(n), db2(n);
   testing::with_threads(1, [&] {
-    swiglu_forward(h1.data(), a.data(), b.data(), n);
-    swiglu_backward(da1.data(), db1.data(), dh.data(), a.data(), b.data(), n);
+    XHC_EXPECT_OK(SwigluForward(h1.data(), a.data(), b.data(), n));
+    XHC_EXPECT_OK(SwigluBackward(da1.data(), db1.data(), dh.data(), a.data(), b.data(), n));
   });
   testing::with_threads(2, [&] {
-    swiglu_forward(h2.data(), a.data(), b.data(), n);
-    swiglu_backward(da2.data(), db2.data(), dh.data(), a.data(), b.data(), n);
+    XHC_EXPECT_OK(SwigluForward(h2.data(), a.data(), b.data(), n));
+    XHC_EXPECT_OK(SwigluBackward(da2.data(), db2.data(), dh.data(), a.data(), b.data(), n));
   });
   testing::expect_bitwise_equal(h1, h2, "h");
   testing::expect_bitwise_equal(da1, da2, "da");

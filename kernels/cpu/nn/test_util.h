@@ -13,8 +13,16 @@
 #include <random>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "third_party/openblas_cblas.h"
+
+// An op's status must be OK; otherwise the test fails naming the call and the error.
+#define XHC_EXPECT_OK(expr)                                                      \
+  do {                                                                           \
+    const ::absl::Status xhc_expect_status_ = (expr);                            \
+    EXPECT_TRUE(xhc_expect_status_.ok()) << #expr << ": " << xhc_expect_status_; \
+  } while (0)
 
 namespace xhc::nn::testing {
 

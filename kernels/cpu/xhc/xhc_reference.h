@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "base/status_macros.h"
 #include "kernels/cpu/xhc/sinkhorn.h"
+#include "kernels/cpu/xhc/state_restore.h"
 #include "kernels/cpu/xhc/xhc_check.h"
 #include "kernels/cpu/xhc/xhc_types.h"
 
@@ -92,6 +93,21 @@ absl::Status XhcBackwardOut(const XhcConfig& cfg, const XhcParamsT<R>& P, const 
 template <typename R>
 absl::Status XhcBackwardInput(const XhcConfig& cfg, const XhcParamsT<R>& P, const R* X_in,
                               const R* du, R* dX, XhcCacheT<R>* cache);
+// I.2 on the state after the sublayer, restored to its input first (xhc_ops.h's contract for
+// the optimized XhcBackwardInputRestoring, which fuses the restore into the pass). Not for
+// xhc_flash, whose sublayers take the window's entry state.
+template <typename R>
+absl::Status XhcBackwardInputRestoring(const XhcConfig& cfg, const XhcParamsT<R>& P, R* X,
+                                       const R* du, R* dX, XhcCacheT<R>* cache) {
+  if (cfg.type == ResidualType::kXhcFlash) {
+    return absl::InvalidArgumentError(
+        "XhcBackwardInputRestoring: an xhc_flash sublayer takes its window's entry state (restore "
+        "it with the entry's cache, then XhcBackwardInput)");
+  }
+  RestoreInput(*cache, X);
+  return XhcBackwardInput<R>(cfg, P, X, du, dX, cache);
+}
+
 // Weight gradients, accumulated into `grads`.
 template <typename R>
 absl::Status XhcBackwardWeights(const XhcConfig& cfg, const XhcParamsT<R>& P, const R* X_in,

@@ -4,15 +4,27 @@
 // Host-side helpers of the checks: random data, device buffers, poisoning, comparison.
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "kernels/cuda/check/checks.h"
 #include "kernels/cuda/xhc_cuda.h"
 
 namespace xhc::cuda::check {
+
+// The CPU reference a check compares against must run: a shape it refuses is a bug in the
+// check itself, reported and fatal rather than compared against an unwritten buffer.
+inline void RequireRef(const absl::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "CPU reference failed: %s\n", std::string(s.message()).c_str());
+    std::abort();
+  }
+}
 
 // Rounds to bf16 and back, so the CPU reference sees exactly what the GPU stores.
 inline std::vector<float> RoundBf16(std::vector<float> v) {

@@ -42,9 +42,9 @@ void Gemm(int M, int K, int N, void* blas, std::mt19937_64& rng, std::vector<Res
   auto x = RoundBf16(Randn(size_t(M) * K, 1, rng)), w = RoundBf16(Randn(size_t(N) * K, 0.1f, rng));
   auto dy = RoundBf16(Randn(size_t(M) * N, 1, rng));
   std::vector<float> y(size_t(M) * N), dx(size_t(M) * K), dw(size_t(N) * K, 0.f);
-  nn::ref::matmul_forward(y.data(), x.data(), w.data(), M, K, N);
-  nn::ref::matmul_backward_input(dx.data(), dy.data(), w.data(), M, K, N);
-  nn::ref::matmul_backward_weight(dw.data(), dy.data(), x.data(), M, K, N);
+  RequireRef(nn::ref::MatmulForward(y.data(), x.data(), w.data(), M, K, N));
+  RequireRef(nn::ref::MatmulBackwardInput(dx.data(), dy.data(), w.data(), M, K, N));
+  RequireRef(nn::ref::MatmulBackwardWeight(dw.data(), dy.data(), x.data(), M, K, N));
   auto xd = Bf(x, &err), wd = Bf(w, &err), dyd = Bf(dy, &err);
   auto yd = PoisonedBytes(y.size() * 4, &err), yb = PoisonedBytes(y.size() * 2, &err);
   auto dxd = PoisonedBytes(dx.size() * 2, &err);
@@ -75,9 +75,10 @@ void RmsNorm(int R, int C, std::mt19937_64& rng, std::vector<Result>* out) {
   auto x = RoundBf16(Randn(size_t(R) * C, 1, rng)), w = Uniform(C, 0.5f, 1.5f, rng);
   auto dy = RoundBf16(Randn(size_t(R) * C, 1, rng));
   std::vector<float> y(x.size()), rstd(R), dx(x.size()), dw(C, 0.f);
-  nn::ref::rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), R, C, 1e-6f);
-  nn::ref::rmsnorm_backward_input(dx.data(), dy.data(), x.data(), w.data(), rstd.data(), R, C);
-  nn::ref::rmsnorm_backward_weight(dw.data(), dy.data(), x.data(), rstd.data(), R, C);
+  RequireRef(nn::ref::RmsnormForward(y.data(), rstd.data(), x.data(), w.data(), R, C, 1e-6f));
+  RequireRef(
+      nn::ref::RmsnormBackwardInput(dx.data(), dy.data(), x.data(), w.data(), rstd.data(), R, C));
+  RequireRef(nn::ref::RmsnormBackwardWeight(dw.data(), dy.data(), x.data(), rstd.data(), R, C));
   auto xd = Bf(x, &err), wd = F(w, &err), dyd = Bf(dy, &err),
        dwd = F(std::vector<float>(C, 0.f), &err);
   auto yd = PoisonedBytes(x.size() * 2, &err), rd = PoisonedBytes(R * 4, &err),
@@ -104,10 +105,10 @@ void RopeSwiglu(int B, int T, int H, int dh, std::mt19937_64& rng, std::vector<R
   auto x = RoundBf16(Randn(n, 1, rng)), a = RoundBf16(Randn(n, 2, rng)),
        b = RoundBf16(Randn(n, 1, rng));
   std::vector<float> r(n), rb(n), h(n), da(n), db(n);
-  nn::ref::rope_forward(r.data(), x.data(), B, T, H, dh, 10000.0);
-  nn::ref::rope_backward(rb.data(), x.data(), B, T, H, dh, 10000.0);
-  nn::ref::swiglu_forward(h.data(), a.data(), b.data(), long(n));
-  nn::ref::swiglu_backward(da.data(), db.data(), x.data(), a.data(), b.data(), long(n));
+  RequireRef(nn::ref::RopeForward(r.data(), x.data(), B, T, H, dh, 10000.0f));
+  RequireRef(nn::ref::RopeBackward(rb.data(), x.data(), B, T, H, dh, 10000.0f));
+  RequireRef(nn::ref::SwigluForward(h.data(), a.data(), b.data(), long(n)));
+  RequireRef(nn::ref::SwigluBackward(da.data(), db.data(), x.data(), a.data(), b.data(), long(n)));
   auto xd = Bf(x, &err), xd2 = Bf(x, &err), ad = Bf(a, &err), bd = Bf(b, &err);
   auto dhd = Bf(x, &err);  // swiglu's incoming gradient: x reused
   auto hd = PoisonedBytes(n * 2, &err), dad = PoisonedBytes(n * 2, &err),
@@ -139,11 +140,13 @@ void Attention(int B, int T, int H, int Hkv, int dh, std::mt19937_64& rng,
        v = RoundBf16(Randn(nk, 1, rng));
   auto dout = RoundBf16(Randn(nq, 1, rng));
   std::vector<float> o(nq), lse(size_t(B) * H * T), dq(nq), dk(nk), dv(nk);
-  nn::ref::attention_forward(o.data(), lse.data(), q.data(), k.data(), v.data(), B, T, H, Hkv, dh);
+  RequireRef(nn::ref::AttentionForward(o.data(), lse.data(), q.data(), k.data(), v.data(), B, T, H,
+                                       Hkv, dh));
   // The GPU backward reads its own bf16 out; give the reference the same rounding.
   const auto ob = RoundBf16(o);
-  nn::ref::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
-                              v.data(), ob.data(), lse.data(), B, T, H, Hkv, dh);
+  RequireRef(nn::ref::AttentionBackward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                        k.data(), v.data(), ob.data(), lse.data(), B, T, H, Hkv,
+                                        dh));
   auto qd = Bf(q, &err), kd = Bf(k, &err), vd = Bf(v, &err), dod = Bf(dout, &err);
   auto od = PoisonedBytes(nq * 2, &err), ld = PoisonedBytes(lse.size() * 4, &err);
   auto dqd = PoisonedBytes(nq * 2, &err), dkd = PoisonedBytes(nk * 2, &err),
@@ -172,8 +175,10 @@ void CrossEntropyAdamW(int R, int V, std::mt19937_64& rng, std::vector<Result>* 
   std::vector<int32_t> tgt(R);
   for (int r = 0; r < R; ++r) tgt[r] = int32_t(rng() % V);
   std::vector<float> lse(R), dl(logits.size());
-  const float loss = nn::ref::cross_entropy_forward(lse.data(), logits.data(), tgt.data(), R, V);
-  nn::ref::cross_entropy_backward(dl.data(), logits.data(), lse.data(), tgt.data(), R, V, 0.5f);
+  float loss = 0;
+  RequireRef(nn::ref::CrossEntropyForward(&loss, lse.data(), logits.data(), tgt.data(), R, V));
+  RequireRef(
+      nn::ref::CrossEntropyBackward(dl.data(), logits.data(), lse.data(), tgt.data(), R, V, 0.5f));
   auto ldv = F(logits, &err), lsed = PoisonedBytes(R * 4, &err), lossd = PoisonedBytes(R * 4, &err);
   auto dld = PoisonedBytes(logits.size() * 4, &err);
   Dev td(R * 4, &err);
@@ -201,8 +206,8 @@ void CrossEntropyAdamW(int R, int V, std::mt19937_64& rng, std::vector<Result>* 
   out->push_back(Compare(tag + "ce_loss", {float(mean / R)}, {loss}, 1e-5));
   out->push_back(Compare(tag + "ce_lse", DownloadF(*lsed, R, &err), lse, 1e-5));
   out->push_back(Compare(tag + "ce_bwd", DownloadF(*dld, dl.size(), &err), dl, 1e-4));
-  nn::ref::adamw_step(p.data(), g.data(), m.data(), v.data(), n, 7L, 1e-3f, 0.9f, 0.95f, 1e-8f,
-                      0.1f, true, 0.7f);
+  RequireRef(nn::ref::AdamwStep(p.data(), g.data(), m.data(), v.data(), n, 7L, 1e-3f, 0.9f, 0.95f,
+                                1e-8f, 0.1f, true, 0.7f));
   out->push_back(Compare(tag + "adamw_param", DownloadF(*pd, n, &err), p, 1e-6));
   out->push_back(Compare(tag + "adamw_m", DownloadF(*md, n, &err), m, 1e-6));
   out->push_back(Compare(tag + "adamw_v", DownloadF(*vd, n, &err), v, 1e-6));
