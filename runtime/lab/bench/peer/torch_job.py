@@ -58,7 +58,7 @@ class Job:
         self.val_fraction = float(d.get("val_fraction", 0.05))
 
     def lr_at(self, step):
-        """kernels/cpu/nn/adamw.cc lr_at (0-based step)."""
+        """kernels/cpu/nn/adamw.cc LrAt (0-based step)."""
         if step < self.warmup:
             return self.lr * (step + 1) / self.warmup
         min_lr = self.min_lr_ratio * self.lr
