@@ -4,6 +4,10 @@
 // Naive reference for nn.Linear without bias: y = x · Wᵀ, W stored [out, in].
 // Templated so the finite-difference tests can run it in double.
 
+#include "absl/status/status.h"
+#include "base/status_macros.h"
+#include "kernels/cpu/nn/shape_check.h"
+
 namespace xhc::nn::ref {
 
 // x is (M,K), w is (N,K), y is (M,N). Overwrites y.
