@@ -91,27 +91,65 @@ absl::StatusOr<double> ValidationLoss(const Config& config, const Corpus& corpus
   return total / config.train.eval_batches;
 }
 
+namespace {
+
+// The run directory, holding the job's config.yaml.
+absl::Status PrepareRunDir(const Config& config, const std::string& out_dir) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("create ", out_dir, ": ", ec.message()));
+  return WriteFileAtomic((fs::path(out_dir) / "config.yaml").string(), config.source_yaml);
+}
+
+// Loads the newest valid checkpoint under out_dir into params (weights and optimizer
+// moments); returns its step.
+absl::StatusOr<int64_t> ResumeFromNewest(const std::string& out_dir,
+                                         model::ParamSetT<float>* params) {
+  std::vector<std::string> warnings;
+  ASSIGN_OR_RETURN(LoadedCheckpoint ckpt,
+                   LoadNewestValid((fs::path(out_dir) / "checkpoints").string(), &warnings));
+  for (const std::string& w : warnings) LogWarning("%s", w);
+  RETURN_IF_ERROR(LoadParams(ckpt.tensors, /*with_optim=*/true, params));
+  LogInfo("resumed from %s (step %d)", ckpt.dir, ckpt.manifest.step);
+  return ckpt.manifest.step;
+}
+
+// One step's metrics.jsonl record, open at the end (a validation loss may follow).
+std::string StepRecord(int64_t done, double loss, const StepStats& stats, double step_s,
+                       double tokens_per_step, const std::vector<double>& mb_losses) {
+  std::string line = absl::StrFormat(
+      "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, \"step_s\": %.4f, "
+      "\"tokens_per_s\": %.1f",
+      done, loss, stats.lr, stats.grad_norm, step_s, tokens_per_step / step_s);
+  absl::StrAppend(&line, ", \"microbatch_losses\": [", ExactList(mb_losses), "]");
+  return line;
+}
+
+// The progress line on stdout: step, loss (and validation loss where this step ran it),
+// learning rate, throughput so far, time left.
+void PrintProgress(int64_t done, int64_t total, double loss, const double* val_loss, double lr,
+                   double tokens_per_s, double seconds_left) {
+  std::printf("step %5d/%d  loss %.4f%s  lr %.2e  %.0f tok/s  ETA %s\n", static_cast<int>(done),
+              static_cast<int>(total), loss,
+              val_loss ? absl::StrFormat("  val %.4f", *val_loss).c_str() : "", lr, tokens_per_s,
+              FormatEta(seconds_left).c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions& options) {
   const int64_t total = options.steps >= 0 ? options.steps : config.train.steps;
   ASSIGN_OR_RETURN(Corpus corpus, LoadTrainingCorpus(config));
-  std::error_code ec;
-  fs::create_directories(options.out_dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("create ", options.out_dir, ": ", ec.message()));
-  RETURN_IF_ERROR(
-      WriteFileAtomic((fs::path(options.out_dir) / "config.yaml").string(), config.source_yaml));
+  RETURN_IF_ERROR(PrepareRunDir(config, options.out_dir));
+  FileSystem& checkpoint_files =
+      options.checkpoint_files ? *options.checkpoint_files : DefaultFileSystem();
   const model::StageSpec spec = model::StageSpec::Full(config.model);
   model::ParamSetT<float> params = model::BuildStageParams<float>(config.model, spec);
   model::InitParams(config.model, config.train.seed, &params);
   TrainResult result;
   if (options.resume) {
-    std::vector<std::string> warnings;
-    ASSIGN_OR_RETURN(
-        LoadedCheckpoint ckpt,
-        LoadNewestValid((fs::path(options.out_dir) / "checkpoints").string(), &warnings));
-    for (const std::string& w : warnings) LogWarning("%s", w);
-    RETURN_IF_ERROR(LoadParams(ckpt.tensors, /*with_optim=*/true, &params));
-    result.start_step = ckpt.manifest.step;
-    LogInfo("resumed from %s (step %d)", ckpt.dir, ckpt.manifest.step);
+    ASSIGN_OR_RETURN(result.start_step, ResumeFromNewest(options.out_dir, &params));
   }
   model::StageModel model(config.model, spec, &params);
   BatchSampler sampler(&corpus.train, config.train.seed, config.train.batch_size,
@@ -120,9 +158,7 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
   if (total == 0 && !options.resume) {
     // `--steps 0` exports the seeded initial weights as checkpoint 0, so another framework
     // can start from exactly our init (runtime/lab/bench/peer loads it into PyTorch).
-    RETURN_IF_ERROR(
-        SaveCheckpoint(config, options.out_dir, 0, params,
-                       options.checkpoint_files ? *options.checkpoint_files : DefaultFileSystem()));
+    RETURN_IF_ERROR(SaveCheckpoint(config, options.out_dir, 0, params, checkpoint_files));
     return result;
   }
   const double tokens_per_step = static_cast<double>(config.train.microbatches) *
@@ -139,13 +175,7 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
     train_seconds += dt;
     result.step_losses.push_back(loss);
     const int64_t done = step + 1;
-    const double tps =
-        tokens_per_step * static_cast<double>(result.step_losses.size()) / train_seconds;
-    std::string line = absl::StrFormat(
-        "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, \"step_s\": %.4f, "
-        "\"tokens_per_s\": %.1f",
-        done, loss, stats.lr, stats.grad_norm, dt, tokens_per_step / dt);
-    absl::StrAppend(&line, ", \"microbatch_losses\": [", ExactList(mb_losses), "]");
+    std::string line = StepRecord(done, loss, stats, dt, tokens_per_step, mb_losses);
     const bool evaluate =
         config.train.eval_every > 0 && (done % config.train.eval_every == 0 || done == total);
     if (evaluate) {
@@ -155,20 +185,15 @@ absl::StatusOr<TrainResult> RunTraining(const Config& config, const TrainOptions
     eta.Add(done, Seconds(t0, Clock::now()), evaluate);
     metrics << line << "}\n" << std::flush;
     if (!options.quiet && (done % config.train.log_every == 0 || done == total)) {
-      std::printf("step %5d/%d  loss %.4f%s  lr %.2e  %.0f tok/s  ETA %s\n", static_cast<int>(done),
-                  static_cast<int>(total), loss,
-                  line.find("val_loss") != std::string::npos
-                      ? absl::StrFormat("  val %.4f", result.final_val_loss).c_str()
-                      : "",
-                  stats.lr, tps, FormatEta(eta.SecondsLeft(done)).c_str());
-      std::fflush(stdout);
+      const double tps =
+          tokens_per_step * static_cast<double>(result.step_losses.size()) / train_seconds;
+      PrintProgress(done, total, loss, evaluate ? &result.final_val_loss : nullptr, stats.lr, tps,
+                    eta.SecondsLeft(done));
     }
     const bool periodic = config.checkpoint.every > 0 && done % config.checkpoint.every == 0;
     const bool stopping = done == options.stop_after;
     if (periodic || done == total || stopping) {
-      RETURN_IF_ERROR(SaveCheckpoint(
-          config, options.out_dir, done, params,
-          options.checkpoint_files ? *options.checkpoint_files : DefaultFileSystem()));
+      RETURN_IF_ERROR(SaveCheckpoint(config, options.out_dir, done, params, checkpoint_files));
     }
     if (stopping) {
       result.end_step = done;

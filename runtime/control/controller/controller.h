@@ -130,6 +130,12 @@ class Controller {
   // Waits for one report of `key` from every rank (kUnavailable if a worker dies).
   absl::StatusOr<std::vector<proto::StepReport>> CollectReports(ReportKey key, double timeout_s);
   absl::Status RunStep(int64_t step, bool evaluate);
+  // RunStep's parts: the step's record from the ranks' reports; the record kept (metrics.jsonl,
+  // the trace, the live view); the progress line.
+  StepRecord MakeStepRecord(int64_t step, double step_s,
+                            const std::vector<proto::StepReport>& reports) const;
+  void RecordStep(const StepRecord& rec, const std::vector<proto::StepReport>& reports);
+  void PrintStep(const StepRecord& rec) const;
   // Builds generation_'s data plane on every worker from `checkpoint_dir` ("" = initial
   // weights) and waits until all report ready.
   absl::Status ResumeAll(const std::string& checkpoint_dir);

@@ -38,6 +38,16 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
       std::vector<proto::StepReport> reports,
       CollectReports({proto::StepReport::kStepResult, step}, config_.fault.step_timeout_s));
   const double step_s = Since(t0);
+  StepRecord rec = MakeStepRecord(step, step_s, reports);
+  RecordStep(rec, reports);
+  if (!eta_) eta_ = std::make_unique<EtaEstimator>(total_steps_, config_.train.eval_every);
+  eta_->Add(step + 1, step_s, evaluate);
+  if (!options_.quiet) PrintStep(rec);
+  return absl::OkStatus();
+}
+
+StepRecord Controller::MakeStepRecord(int64_t step, double step_s,
+                                      const std::vector<proto::StepReport>& reports) const {
   StepRecord rec;
   rec.step = step + 1;
   rec.generation = generation_;
@@ -60,8 +70,6 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
   const double tokens = static_cast<double>(config_.train.microbatches) * config_.train.batch_size *
                         config_.model.seq_len;
   rec.tokens_per_s = tokens / step_s;
-  std::vector<proto::Span> spans;
-  std::vector<int> span_ranks;
   // Per rank, as fractions of its step: exposed communication (transfers waited for after
   // their data existed), waiting on peers still computing, and everything but compute.
   for (const proto::StepReport& report : reports) {
@@ -72,45 +80,49 @@ absl::Status Controller::RunStep(int64_t step, bool evaluate) {
     rec.bubble.push_back(1.0 - r.compute_s() / std::max(r.step_s(), 1e-9));
     rec.other_cpu.push_back(r.other_threads_cpu_s() / std::max(r.step_s(), 1e-9));
     if (plan_.data_parallel > 1) rec.replica_grad_wait_s.push_back(r.replica_grad_wait_s());
-    for (const proto::Span& s : r.spans()) {
-      spans.push_back(s);
-      span_ranks.push_back(report.rank());
-    }
   }
-  trace_spans_.insert(trace_spans_.end(), spans.begin(), spans.end());
-  trace_ranks_.insert(trace_ranks_.end(), span_ranks.begin(), span_ranks.end());
   // Same arithmetic as single-process ValidationLoss: sum in batch order, then divide.
   if (!val.empty()) {
     double val_loss = 0;
     for (double v : val) val_loss += v;
     rec.val_loss = val_loss / static_cast<double>(val.size());
   }
+  return rec;
+}
+
+void Controller::RecordStep(const StepRecord& rec, const std::vector<proto::StepReport>& reports) {
+  std::vector<proto::Span> spans;
+  std::vector<int> span_ranks;
+  for (const proto::StepReport& report : reports) {
+    for (const proto::Span& s : report.step_result().spans()) {
+      spans.push_back(s);
+      span_ranks.push_back(report.rank());
+    }
+  }
+  trace_spans_.insert(trace_spans_.end(), spans.begin(), spans.end());
+  trace_ranks_.insert(trace_ranks_.end(), span_ranks.begin(), span_ranks.end());
   // metrics.jsonl first: whatever the dashboard or /metrics shows is already on disk.
   std::ofstream((fs::path(options_.run_dir) / "metrics.jsonl").string(), std::ios::app)
       << MetricsLine(rec);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    current_step_ = rec.step;
-    last_loss_ = rec.loss;
-    tokens_per_s_ = rec.tokens_per_s;
-    last_spans_step_ = rec.step;
-    last_spans_ = std::move(spans);
-    last_span_ranks_ = std::move(span_ranks);
-    step_records_.push_back(rec);
-  }
-  if (!eta_) eta_ = std::make_unique<EtaEstimator>(total_steps_, config_.train.eval_every);
-  eta_->Add(step + 1, step_s, evaluate);
-  if (!options_.quiet) {
-    std::vector<std::string> exposed;
-    for (double e : rec.exposed_comm) exposed.push_back(absl::StrFormat("%.4f", e));
-    std::printf("step %5d/%d  loss %.4f%s  %.0f tok/s  exposed comm %s  ETA %s\n",
-                static_cast<int>(rec.step), static_cast<int>(total_steps_), rec.loss,
-                rec.val_loss ? absl::StrFormat("  val %.4f", *rec.val_loss).c_str() : "",
-                rec.tokens_per_s, absl::StrJoin(exposed, "/").c_str(),
-                FormatEta(eta_->SecondsLeft(rec.step)).c_str());
-    std::fflush(stdout);
-  }
-  return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(mu_);
+  current_step_ = rec.step;
+  last_loss_ = rec.loss;
+  tokens_per_s_ = rec.tokens_per_s;
+  last_spans_step_ = rec.step;
+  last_spans_ = std::move(spans);
+  last_span_ranks_ = std::move(span_ranks);
+  step_records_.push_back(rec);
+}
+
+void Controller::PrintStep(const StepRecord& rec) const {
+  std::vector<std::string> exposed;
+  for (double e : rec.exposed_comm) exposed.push_back(absl::StrFormat("%.4f", e));
+  std::printf("step %5d/%d  loss %.4f%s  %.0f tok/s  exposed comm %s  ETA %s\n",
+              static_cast<int>(rec.step), static_cast<int>(total_steps_), rec.loss,
+              rec.val_loss ? absl::StrFormat("  val %.4f", *rec.val_loss).c_str() : "",
+              rec.tokens_per_s, absl::StrJoin(exposed, "/").c_str(),
+              FormatEta(eta_->SecondsLeft(rec.step)).c_str());
+  std::fflush(stdout);
 }
 
 absl::Status Controller::Checkpoint(int64_t step) {
