@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/control/controller/tiny_controller.h"
 
 namespace xhc::controller {
 namespace {
@@ -17,21 +18,7 @@ namespace {
 constexpr char kToken[] = "handlers-test-token";
 
 std::unique_ptr<Controller> MakeController() {
-  absl::StatusOr<Config> config = ParseConfig(R"(
-model: {vocab_size: 256, d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, seq_len: 8}
-train: {steps: 1, batch_size: 1, microbatches: 2, eval_every: 0}
-pipeline: {schedule: 1f1b, workers: 2}
-checkpoint: {every: 0}
-)");
-  EXPECT_TRUE(config.ok()) << config.status();
-  ControllerOptions options;
-  options.workers = 2;
-  options.quiet = true;
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  options.run_dir = absl::StrCat(tmp ? tmp : "/tmp", "/controller_handlers_test");
-  absl::StatusOr<std::unique_ptr<Controller>> c = Controller::Create(*config, options);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? *std::move(c) : nullptr;
+  return MakeTinyController("controller_handlers_test");
 }
 
 // A stream that delivers fixed beats, then ends.

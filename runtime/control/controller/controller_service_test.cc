@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "proto/xhc.grpc.pb.h"
 #include "runtime/control/controller/controller.h"
+#include "runtime/control/controller/tiny_controller.h"
 
 namespace xhc::controller {
 namespace {
@@ -27,22 +28,8 @@ struct Served {
 };
 
 Served Serve() {
-  absl::StatusOr<Config> config = ParseConfig(R"(
-model: {vocab_size: 256, d_model: 16, n_layers: 2, n_heads: 2, n_kv_heads: 1, seq_len: 8}
-train: {steps: 1, batch_size: 1, microbatches: 2, eval_every: 0}
-pipeline: {schedule: 1f1b, workers: 2}
-checkpoint: {every: 0}
-)");
-  EXPECT_TRUE(config.ok()) << config.status();
-  ControllerOptions options;
-  options.workers = 2;
-  options.quiet = true;
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  options.run_dir = absl::StrCat(tmp ? tmp : "/tmp", "/controller_service_test");
   Served s;
-  absl::StatusOr<std::unique_ptr<Controller>> c = Controller::Create(*config, options);
-  EXPECT_TRUE(c.ok()) << c.status();
-  s.controller = *std::move(c);
+  s.controller = MakeTinyController("controller_service_test");
   absl::StatusOr<std::unique_ptr<ControllerServer>> server =
       ControllerServer::Start(s.controller.get(), "127.0.0.1:0", kToken, {});
   EXPECT_TRUE(server.ok()) << server.status();
