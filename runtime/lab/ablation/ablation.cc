@@ -146,6 +146,100 @@ std::string ResultPath(const std::string& out_dir, const std::string& id) {
 
 }  // namespace
 
+namespace {
+
+// The output folders, and the one diagnostics batch every run is measured on.
+absl::Status PrepareOutDir(const Context& ctx, const Config& first) {
+  std::error_code ec;
+  for (const char* sub : {"/results", "/runs", "/charts"}) {
+    fs::create_directories(ctx.options.out_dir + sub, ec);
+    if (ec) return absl::InternalError(absl::StrCat(ctx.options.out_dir, sub, ": ", ec.message()));
+  }
+  return WriteDiagnosticsBatch(first, ctx.config.diagnostics_batch, ctx.batch_path);
+}
+
+// Results of an earlier invocation: an ok one for the same variant, seed and steps is kept in
+// out->runs; the indices of the runs still to do are returned.
+std::vector<size_t> KeepEarlierResults(const std::string& out_dir,
+                                       const std::vector<AblationRun>& runs, AblationOutcome* out) {
+  out->runs.resize(runs.size());
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    absl::StatusOr<std::string> text = ReadWholeFile(ResultPath(out_dir, runs[i].id));
+    absl::StatusOr<RunResult> prior =
+        text.ok() ? ParseRunResultJson(*text) : absl::StatusOr<RunResult>(text.status());
+    if (prior.ok() && prior->ok && prior->variant == runs[i].variant &&
+        prior->seed == runs[i].seed && prior->steps == out->config.steps) {
+      out->runs[i] = *std::move(prior);
+      ++out->skipped;
+    } else {
+      todo.push_back(i);
+    }
+  }
+  return todo;
+}
+
+// Progress lines and the ETA, weighted by each run's training FLOPs, for runs finishing on
+// several threads.
+class AblationProgress {
+ public:
+  AblationProgress(std::ostream& out, SteadyClock::time_point t0, size_t num_todo,
+                   double total_cost)
+      : out_(out), t0_(t0), num_todo_(num_todo), total_cost_(total_cost) {}
+
+  void Started(const AblationRun& run) {
+    std::lock_guard<std::mutex> lock(mu_);
+    out_ << absl::StrFormat("[start %s]  elapsed %s\n", run.id, Clock(Since(t0_))) << std::flush;
+  }
+
+  // Reports a finished run; returns the runs still pending. Call with mu() held, and keep it
+  // while updating the outcome, so the report written next matches the count.
+  int Finished(const AblationRun& run, const RunResult& r, double cost, const absl::Status& saved) {
+    ++finished_;
+    done_cost_ += cost;
+    const double elapsed = Since(t0_);
+    const std::string eta =
+        done_cost_ > 0 ? Clock(elapsed * (total_cost_ - done_cost_) / done_cost_) : "?";
+    if (r.ok) {
+      out_ << absl::StrFormat(
+          "[%d/%zu] %s: val loss %.4f, %.0f tok/s, %.0f s%s  "
+          "elapsed %s  ETA %s\n",
+          finished_, num_todo_, run.id, r.final_val_loss(), r.tokens_per_s, r.wall_s,
+          r.has_diagnostics ? "" : "  (diagnostics FAILED)", Clock(elapsed), eta);
+    } else {
+      ++failed_;
+      out_ << absl::StrFormat("[%d/%zu] %s FAILED: %s\n  elapsed %s  ETA %s\n", finished_,
+                              num_todo_, run.id, r.failure, Clock(elapsed), eta);
+    }
+    if (!saved.ok()) out_ << "  result not saved: " << saved.ToString() << "\n";
+    return static_cast<int>(num_todo_) - finished_;
+  }
+
+  std::mutex& mu() { return mu_; }
+  std::ostream& out() { return out_; }
+  int finished() const { return finished_; }
+  int failed() const { return failed_; }
+
+ private:
+  std::mutex mu_;
+  std::ostream& out_;
+  const SteadyClock::time_point t0_;
+  const size_t num_todo_;
+  const double total_cost_;
+  int finished_ = 0, failed_ = 0;
+  double done_cost_ = 0;
+};
+
+// The charts and report.md for the runs so far; both are written whichever fails, and the
+// first failure is returned.
+absl::Status WriteReport(const AblationOutcome& out, const std::string& out_dir) {
+  absl::Status charts = WriteAblationCharts(out, out_dir);
+  absl::Status report = WriteFileAtomic(out_dir + "/report.md", RenderAblationReport(out));
+  return charts.ok() ? report : charts;
+}
+
+}  // namespace
+
 absl::Status RunAblation(const AblationOptions& o, std::ostream& progress) {
   const auto t0 = SteadyClock::now();
   AblationOutcome out;
@@ -157,28 +251,8 @@ absl::Status RunAblation(const AblationOptions& o, std::ostream& progress) {
   std::error_code exe_ec;
   const fs::path exe = fs::read_symlink(o.xhc_binary, exe_ec);
   if (!exe_ec) ctx.options.xhc_binary = exe.string();
-  std::error_code ec;
-  for (const char* sub : {"/results", "/runs", "/charts"}) {
-    fs::create_directories(o.out_dir + sub, ec);
-    if (ec) return absl::InternalError(absl::StrCat(o.out_dir, sub, ": ", ec.message()));
-  }
-  RETURN_IF_ERROR(WriteDiagnosticsBatch(first, out.config.diagnostics_batch, ctx.batch_path));
-
-  // Results of an earlier invocation: an ok one is kept, anything else runs again.
-  out.runs.resize(runs.size());
-  std::vector<size_t> todo;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    absl::StatusOr<std::string> text = ReadWholeFile(ResultPath(o.out_dir, runs[i].id));
-    absl::StatusOr<RunResult> prior =
-        text.ok() ? ParseRunResultJson(*text) : absl::StatusOr<RunResult>(text.status());
-    if (prior.ok() && prior->ok && prior->variant == runs[i].variant &&
-        prior->seed == runs[i].seed && prior->steps == out.config.steps) {
-      out.runs[i] = *std::move(prior);
-      ++out.skipped;
-    } else {
-      todo.push_back(i);
-    }
-  }
+  RETURN_IF_ERROR(PrepareOutDir(ctx, first));
+  std::vector<size_t> todo = KeepEarlierResults(o.out_dir, runs, &out);
   // The costliest runs first, so the last ones to finish are short and the workers end
   // together.
   std::vector<double> cost(runs.size());
@@ -186,7 +260,7 @@ absl::Status RunAblation(const AblationOptions& o, std::ostream& progress) {
     cost[i] = FlopsPerToken(ParseConfig(runs[i].job_yaml)->model).training();
   }
   std::stable_sort(todo.begin(), todo.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
-  double total_cost = 0, done_cost = 0;
+  double total_cost = 0;
   for (size_t i : todo) total_cost += cost[i];
   progress << absl::StrFormat(
                   "ablation: %zu runs (%zu variants x %zu seeds, %d steps each), "
@@ -195,48 +269,23 @@ absl::Status RunAblation(const AblationOptions& o, std::ostream& progress) {
                   out.config.steps, out.skipped, out.config.parallel_runs,
                   out.config.threads_per_run)
            << std::flush;
-  std::mutex mu;
+  AblationProgress tracker(progress, t0, todo.size(), total_cost);
   std::atomic<size_t> next{0};
-  int finished = 0, failed = 0;
   auto worker = [&] {
     for (size_t t = next++; t < todo.size(); t = next++) {
       const AblationRun& run = runs[todo[t]];
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        progress << absl::StrFormat("[start %s]  elapsed %s\n", run.id, Clock(Since(t0)))
-                 << std::flush;
-      }
+      tracker.Started(run);
       RunResult r = ExecuteRun(ctx, run);
       absl::Status saved = WriteFileAtomic(ResultPath(o.out_dir, run.id), RunResultJson(r));
-      std::lock_guard<std::mutex> lock(mu);
-      ++finished;
-      done_cost += cost[todo[t]];
-      const double elapsed = Since(t0);
-      const std::string eta =
-          done_cost > 0 ? Clock(elapsed * (total_cost - done_cost) / done_cost) : "?";
-      if (r.ok) {
-        progress << absl::StrFormat(
-            "[%d/%zu] %s: val loss %.4f, %.0f tok/s, %.0f s%s  "
-            "elapsed %s  ETA %s\n",
-            finished, todo.size(), run.id, r.final_val_loss(), r.tokens_per_s, r.wall_s,
-            r.has_diagnostics ? "" : "  (diagnostics FAILED)", Clock(elapsed), eta);
-      } else {
-        ++failed;
-        progress << absl::StrFormat("[%d/%zu] %s FAILED: %s\n  elapsed %s  ETA %s\n", finished,
-                                    todo.size(), run.id, r.failure, Clock(elapsed), eta);
-      }
-      if (!saved.ok()) progress << "  result not saved: " << saved.ToString() << "\n";
+      std::lock_guard<std::mutex> lock(tracker.mu());
+      out.pending = tracker.Finished(run, r, cost[todo[t]], saved);
       out.runs[todo[t]] = std::move(r);
       // The report so far, so a long study (or one stopped early) always has one.
-      out.pending = static_cast<int>(todo.size()) - finished;
-      out.wall_s = elapsed;
-      absl::Status charts = WriteAblationCharts(out, o.out_dir);
-      absl::Status report = WriteFileAtomic(o.out_dir + "/report.md", RenderAblationReport(out));
-      if (!charts.ok() || !report.ok()) {
-        progress << "  partial report not written: " << (charts.ok() ? report : charts).ToString()
-                 << "\n";
+      out.wall_s = Since(t0);
+      if (absl::Status report = WriteReport(out, o.out_dir); !report.ok()) {
+        tracker.out() << "  partial report not written: " << report.ToString() << "\n";
       }
-      progress << std::flush;
+      tracker.out() << std::flush;
     }
   };
   std::vector<std::thread> pool;
@@ -245,12 +294,11 @@ absl::Status RunAblation(const AblationOptions& o, std::ostream& progress) {
   for (std::thread& t : pool) t.join();
   out.wall_s = Since(t0);
   out.pending = 0;
-  RETURN_IF_ERROR(WriteAblationCharts(out, o.out_dir));
-  RETURN_IF_ERROR(WriteFileAtomic(o.out_dir + "/report.md", RenderAblationReport(out)));
+  RETURN_IF_ERROR(WriteReport(out, o.out_dir));
   progress << absl::StrFormat(
       "ablation done in %s: %zu runs (%d run now, %d failed, %d from "
       "earlier); report %s/report.md\n",
-      Clock(out.wall_s), runs.size(), finished, failed, out.skipped, o.out_dir);
+      Clock(out.wall_s), runs.size(), tracker.finished(), tracker.failed(), out.skipped, o.out_dir);
   return absl::OkStatus();
 }
 

@@ -320,25 +320,11 @@ std::string SpreadParagraph(const Summary& s) {
 
 }  // namespace
 
-std::string RenderAblationReport(const AblationOutcome& o) {
-  const Summary s = Summarize(o);
-  std::string md = "# Residual-variant ablation\n\n";
-  if (o.pending > 0) {
-    absl::StrAppend(&md, absl::StrFormat("**Partial report: %d run(s) not finished yet.** The "
-                                         "tables cover the runs that have finished.\n\n",
-                                         o.pending));
-  }
-  absl::StrAppend(
-      &md,
-      absl::StrFormat(
-          "%zu variants × %zu seeds, %d steps each, %d run(s) at a time with %d thread(s) each. "
-          "Every variant of a seed trains on the same batches in the same order and is validated "
-          "on the same held-out windows (train.seed sets initialisation, data order and the "
-          "validation windows); the recipe (optimizer, schedule, batch) is the same for all. "
-          "This invocation took %.0f s (%d run(s) reused from an earlier one). The machine was "
-          "shared with other sessions: wall-clock numbers include their interference.\n\n",
-          o.config.variants.size(), o.config.seeds.size(), o.config.steps, o.config.parallel_runs,
-          o.config.threads_per_run, o.wall_s, o.skipped));
+namespace {
+
+// The validation-loss table: at equal steps, FLOPs and wall-clock, with each variant's cost.
+void AppendLossTable(const Summary& s, std::string* out) {
+  std::string& md = *out;
   absl::StrAppend(&md, "## Validation loss (mean ± standard deviation over seeds)\n\n");
   absl::StrAppend(
       &md,
@@ -361,6 +347,11 @@ std::string RenderAblationReport(const AblationOutcome& o) {
                         3 * v.per_token.backbone, 3 * v.per_token.residual,
                         Num(v.tokens_per_s, "%.0f"), Num(v.wall_s, "%.1f")));
   }
+}
+
+// The stability diagnostics table from each run's final checkpoint.
+void AppendDiagnosticsTable(const Summary& s, std::string* out) {
+  std::string& md = *out;
   absl::StrAppend(&md,
                   "\n## Stability diagnostics (final checkpoint, `xhc eval --diagnostics`)\n\n"
                   "Composite residual map over all sublayers, per token, on the first "
@@ -405,6 +396,11 @@ std::string RenderAblationReport(const AblationOutcome& o) {
   absl::StrAppend(&md,
                   "\nPer-group gradient norms, gains after every sublayer and the full "
                   "router load are in `results/<run>.json`.\n");
+}
+
+// The findings: one paragraph per question the ablation asks.
+void AppendFindings(const Summary& s, std::string* out) {
+  std::string& md = *out;
   absl::StrAppend(&md, "\n## Findings\n\n");
   absl::StrAppend(&md, "**Does xhc ≤ mhc < vanilla hold here?** ", OrderingParagraph(s), "\n\n");
   absl::StrAppend(&md, "**How much of xhc's gain does mhc + conv recover?** ", ConvParagraph(s),
@@ -412,6 +408,32 @@ std::string RenderAblationReport(const AblationOutcome& o) {
   absl::StrAppend(&md, "**Does xhc_flash match xhc?** ", FlashParagraph(s), "\n\n");
   absl::StrAppend(&md, "**What does each variant cost in wall-clock?** ", CostParagraph(s), "\n\n");
   absl::StrAppend(&md, "**What this scale can and cannot show.** ", SpreadParagraph(s), "\n\n");
+}
+
+}  // namespace
+
+std::string RenderAblationReport(const AblationOutcome& o) {
+  const Summary s = Summarize(o);
+  std::string md = "# Residual-variant ablation\n\n";
+  if (o.pending > 0) {
+    absl::StrAppend(&md, absl::StrFormat("**Partial report: %d run(s) not finished yet.** The "
+                                         "tables cover the runs that have finished.\n\n",
+                                         o.pending));
+  }
+  absl::StrAppend(
+      &md,
+      absl::StrFormat(
+          "%zu variants × %zu seeds, %d steps each, %d run(s) at a time with %d thread(s) each. "
+          "Every variant of a seed trains on the same batches in the same order and is validated "
+          "on the same held-out windows (train.seed sets initialisation, data order and the "
+          "validation windows); the recipe (optimizer, schedule, batch) is the same for all. "
+          "This invocation took %.0f s (%d run(s) reused from an earlier one). The machine was "
+          "shared with other sessions: wall-clock numbers include their interference.\n\n",
+          o.config.variants.size(), o.config.seeds.size(), o.config.steps, o.config.parallel_runs,
+          o.config.threads_per_run, o.wall_s, o.skipped));
+  AppendLossTable(s, &md);
+  AppendDiagnosticsTable(s, &md);
+  AppendFindings(s, &md);
   std::string failures;
   for (const RunResult& r : o.runs) {
     if (!r.ok) absl::StrAppend(&failures, ListItem(r.id, r.failure));
