@@ -4,8 +4,6 @@
 #include <xxhash.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

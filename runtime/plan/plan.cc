@@ -1,8 +1,5 @@
 #include "runtime/plan/plan.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/file_read.h"
