@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -74,6 +75,11 @@ const char* CudaSkipReason() {
     return std::string();
   }();
   return reason.c_str();
+}
+
+bool StrictGpu() {
+  const char* v = std::getenv("XHC_STRICT_GPU");
+  return v != nullptr && std::string(v) == "1";
 }
 
 }  // namespace xhc::cuda

@@ -17,12 +17,16 @@ absl::Status CudaCodeToStatus(int code, const char* what);
 absl::Status CublasToStatus(int cublas_status, const char* what);
 absl::Status NcclToStatus(int nccl_result, const char* what);
 
-// Number of usable CUDA devices: 0 (not an error) when there is no driver, no GPU, or the
-// build has no toolkit.
+// Number of usable CUDA devices: 0 (not an error) when no driver is installed, the driver
+// sees no GPU, or the build has no toolkit. A driver that is installed but fails is an error.
 absl::StatusOr<int> CudaDeviceCount();
 
 // Why a CUDA test should skip, or "" when a device is usable. Used in GTEST_SKIP messages.
 const char* CudaSkipReason();
+
+// XHC_STRICT_GPU=1 (the device script sets it): a CUDA test that would skip fails instead,
+// so a GPU machine on which CUDA silently went missing cannot report a pass.
+bool StrictGpu();
 
 }  // namespace xhc::cuda
 

@@ -1,6 +1,7 @@
 // Built instead of the CUDA sources when there is no toolkit (or XHC_DISABLE_CUDA=1): the
 // Status layer still links, reports zero devices, and every test skips visibly.
 
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,11 @@ absl::StatusOr<int> CudaDeviceCount() { return 0; }
 const char* CudaSkipReason() {
   return "built without the CUDA toolkit (XHC_CUDA_ENABLED=0: no nvcc/nccl.h found, or "
          "XHC_DISABLE_CUDA=1)";
+}
+
+bool StrictGpu() {
+  const char* v = std::getenv("XHC_STRICT_GPU");
+  return v != nullptr && std::string(v) == "1";
 }
 
 }  // namespace xhc::cuda

@@ -1,6 +1,7 @@
 // Device query, memory, events and host bf16 conversion behind the C-style API.
 
 #include <cublas_v2.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstring>
@@ -9,18 +10,25 @@
 
 namespace xhc::cuda {
 
+// Whether a CUDA driver is installed at all: the runtime loads libcuda.so.1 and reports a
+// missing one with the same codes (insufficient driver, stub library) as a broken one.
+bool DriverInstalled() {
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  dlclose(h);
+  return true;
+}
+
 int DeviceCount(int* count) {
   *count = 0;
   const cudaError_t e = cudaGetDeviceCount(count);
-  // No driver / no device is a fact about the machine, not an error: callers skip.
-  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
-      e == cudaErrorInitializationError || e == cudaErrorNotPermitted ||
-      e == cudaErrorSystemNotReady || e == cudaErrorCompatNotSupportedOnDevice) {
-    *count = 0;
-    cudaGetLastError();  // clear the sticky-free error so later calls start clean
-    return 0;
-  }
-  if (e != cudaSuccess) *count = 0;
+  if (e == cudaSuccess) return 0;
+  *count = 0;
+  cudaGetLastError();  // clear the error so later calls start clean
+  // No driver, or a driver with no GPU, is a fact about the machine: callers skip. A driver
+  // that is there and fails (version mismatch, module not loaded, GPU fallen off the bus)
+  // is an error: reporting it as "0 devices" would turn a broken GPU machine into skips.
+  if (e == cudaErrorNoDevice || !DriverInstalled()) return 0;
   return static_cast<int>(e);
 }
 

@@ -12,8 +12,8 @@
 #   --bazel     afterwards also run `bazel test //kernels/cuda/...` if bazel and Abseil exist
 # env: CUDA_HOME (default /usr/local/cuda), XHC_CHECK_OUT (build dir, default
 #   /tmp/xhc_cuda_check), XHC_CHECK_TIMEOUT (seconds for the binary, default 420).
-# Exit: 0 all checks passed, or no device (the binary says "no CUDA device"); 1 a check
-# failed; 2 the build failed.
+# Exit: 0 all checks passed; 1 a check failed (or the driver fails); 2 the build failed;
+# 3 no CUDA device (the binary says "no CUDA device ...: nothing was proved").
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

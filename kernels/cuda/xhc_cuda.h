@@ -39,7 +39,9 @@ constexpr int kMaxTap = 16;      // widest convolution kernel (taps held in regi
 constexpr int kConvChunk = 64;   // tokens one thread walks in the convolution backward
 
 // ---- device / memory helpers (cuda_util.cu) -------------------------------------------
-int DeviceCount(int* count);  // count = 0 and returns 0 when there is no driver or GPU
+// count = 0 and returns 0 when no driver is installed or it sees no GPU; a driver that is
+// installed and fails returns its error.
+int DeviceCount(int* count);
 const char* ErrorString(int err);
 int Malloc(void** ptr, size_t bytes);
 int Free(void* ptr);

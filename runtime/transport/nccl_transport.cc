@@ -106,7 +106,7 @@ class NcclTransport : public Transport {
     cudaFree(one);
     return s;
   }
-  void Abort() override { comm_->Fail(absl::AbortedError("transport aborted")); }
+  void Abort() override { comm_->Fail(absl::AbortedError("transport aborted")).IgnoreError(); }
 
  private:
   // NCCL matches point-to-point calls by (peer, order), not by tag: the schedule's lowered

@@ -1,7 +1,9 @@
-// The NCCL transport: with a GPU, two ranks (threads, one device each when there are two,
-// else skipped) exchange stamped payloads and all-reduce; without one, it reports itself
-// unavailable with a clear message, and the test says it skipped.
+// The NCCL transport's refusal without a GPU. Its data plane (stamped payloads, all-reduce,
+// abort) has no test here yet: that needs one GPU per rank, which no machine of ours has had.
 #include "runtime/transport/nccl_transport.h"
+
+#include <cstdlib>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "runtime/transport/memory_kv_store.h"
@@ -9,20 +11,25 @@
 namespace xhc {
 namespace {
 
+// Without a GPU, creating the transport is refused with a message saying why; that is what
+// this machine can check. With one, the path is not this test's to exercise: it skips, and
+// under XHC_STRICT_GPU=1 that skip is a failure.
 TEST(NcclTransport, UnavailableWithoutAGpuIsAClearError) {
   MemoryKvStore store;
   NcclTransportOptions o;
   o.world_size = 1;
   absl::StatusOr<std::unique_ptr<Transport>> t = CreateNcclTransport(o, &store);
   if (t.ok()) {
+    const char* strict = std::getenv("XHC_STRICT_GPU");
+    if (strict != nullptr && std::string(strict) == "1") {
+      FAIL() << "XHC_STRICT_GPU=1: a GPU is present and the NCCL data plane has no test yet";
+    }
     GTEST_SKIP() << "a CUDA device is present: the no-GPU error path is not exercised here";
   }
   EXPECT_TRUE(absl::IsUnimplemented(t.status()) || absl::IsUnavailable(t.status()) ||
               absl::IsInternal(t.status()))
       << t.status();
   EXPECT_FALSE(t.status().message().empty());
-  GTEST_SKIP() << "no CUDA device here (" << t.status().message()
-               << "): NCCL data-plane checks need a GPU machine";
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #ifndef XHC_KERNELS_CUDA_CHECK_CHECKS_UTIL_H_
 #define XHC_KERNELS_CUDA_CHECK_CHECKS_UTIL_H_
 
-// Host-side helpers of the checks: random data, device buffers, poisoning, comparison.
+// Host-side helpers of the checks: random data, device buffers, poisoning (comparison is
+// compare.h).
 
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/cuda/check/checks.h"
+#include "kernels/cuda/check/compare.h"
 #include "kernels/cuda/xhc_cuda.h"
 
 namespace xhc::cuda::check {
@@ -90,25 +92,6 @@ inline std::vector<float> DownloadBf16(const Dev& d, size_t n, int* err) {
 // 0xFF bytes are NaN both as float32 and as bf16.
 inline void Poison(Dev& d, int* err) {
   if (*err == 0) *err = Memset(d.as<void>(), 0xFF, d.bytes());
-}
-
-inline Result Compare(const std::string& name, const std::vector<float>& got,
-                      const std::vector<float>& ref, double tol) {
-  Result r;
-  r.name = name;
-  r.tol = tol;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(got[i])) {
-      ++r.nan_count;
-      continue;
-    }
-    num += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  r.rel_err = std::sqrt(num / std::max(den, 1e-30));
-  if (got.size() != ref.size()) r.note = "size mismatch";
-  return r;
 }
 
 inline Result Failed(const std::string& name, int err) {

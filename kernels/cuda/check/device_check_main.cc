@@ -94,8 +94,9 @@ int RunCorrectness() {
   for (const auto& r : all) {
     ++total;
     if (!r.ok()) ++failed;
-    std::printf("%-4s %-58s rel_err %.2e (tol %.0e) nan %ld %s\n", r.ok() ? "ok" : "FAIL",
-                r.name.c_str(), r.rel_err, r.tol, r.nan_count, r.note.c_str());
+    std::printf("%-4s %-58s rel_err %.2e (tol %.0e) worst elem %.2f nan %ld %s\n",
+                r.ok() ? "ok" : "FAIL", r.name.c_str(), r.rel_err, r.tol, r.worst_element,
+                r.nan_count, r.note.c_str());
   }
   std::printf("correctness: %d of %d checks passed\n", total - failed, total);
   return failed;
@@ -300,10 +301,13 @@ int main(int argc, char** argv) {
   }
   int count = 0;
   const int e = DeviceCount(&count);
-  if (e != 0 || count == 0) {
-    std::printf("no CUDA device: %s; nothing checked (exit 0, this is not a pass)\n",
-                e ? ErrorString(e) : "cudaGetDeviceCount reports 0 devices");
-    return 0;
+  if (e != 0) {  // an installed driver that fails: the machine is broken, say how
+    std::printf("CUDA driver error: %s (%d); nothing was proved\n", ErrorString(e), e);
+    return 1;
+  }
+  if (count == 0) {
+    std::printf("no CUDA device (no driver, or it sees no GPU): nothing was proved\n");
+    return 3;
   }
   const int failed = correctness ? RunCorrectness() : 0;
   if (bench) Bench();
