@@ -7,6 +7,9 @@
 #include <climits>
 #include <cstring>
 #include <string>
+#include <vector>
+
+#include "base/self_exec.h"
 
 namespace xhc {
 
@@ -40,7 +43,19 @@ void MaybeReexecWithTunedEnv(char** argv) {
     changed = true;
   }
   if (!changed) return;
-  execv("/proc/self/exe", argv);
+  std::vector<std::string> self = SelfCommand();
+  // Started through an explicit dynamic loader without XHC_BUNDLE: /proc/self/exe is the
+  // loader, which would take our arguments for its own. Carry on untuned instead.
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (self.size() == 1 && n > 0 && std::string(exe, n).find("/ld-linux") != std::string::npos) {
+    return;
+  }
+  std::vector<char*> args;
+  for (std::string& a : self) args.push_back(a.data());
+  for (char** a = argv + 1; *a != nullptr; ++a) args.push_back(*a);
+  args.push_back(nullptr);
+  execv(args[0], args.data());
   // execv failed: carry on with the environment as it was (slower, still correct).
 }
 

@@ -2,15 +2,18 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -22,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/self_exec.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "runtime/common/log.h"
@@ -69,11 +73,15 @@ absl::StatusOr<Child> SpawnWorker(int index, int world_size, int port,
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   SpawnSpec spec;
-  spec.argv = {"/proc/self/exe", "worker", "--controller", absl::StrCat("127.0.0.1:", port),
-               "--token-file", token_file, "--rank-hint", absl::StrCat(index),
-               // Explicit, so torchrun or Slurm variables around `xhc launch` (say, inside
-               // an salloc) never reach the children's world size.
-               "--world-size", absl::StrCat(world_size)};
+  spec.argv = SelfCommand();
+  for (std::string arg :
+       {std::string("worker"), std::string("--controller"), absl::StrCat("127.0.0.1:", port),
+        std::string("--token-file"), token_file, std::string("--rank-hint"), absl::StrCat(index),
+        // Explicit, so torchrun or Slurm variables around `xhc launch` (say,
+        // inside an salloc) never reach the children's world size.
+        std::string("--world-size"), absl::StrCat(world_size)}) {
+    spec.argv.push_back(std::move(arg));
+  }
   // Workers share the machine's cores: give each its share of OpenMP threads (an explicit
   // OMP_NUM_THREADS from the user wins).
   if (std::getenv("OMP_NUM_THREADS") == nullptr) {
@@ -233,10 +241,11 @@ absl::StatusOr<std::unique_ptr<dashboard::DashboardServer>> StartDashboard(
 }  // namespace
 
 absl::StatusOr<std::string> NewJobToken() {
-  std::ifstream in("/dev/urandom", std::ios::binary);
+  // getrandom(2), not /dev/urandom: it needs no device file, so a job starts in a root that
+  // holds nothing but the bundle (runtime/control/bundle).
   unsigned char bytes[16];
-  if (!in.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
-    return absl::InternalError("cannot read /dev/urandom");
+  if (getrandom(bytes, sizeof(bytes), 0) != static_cast<ssize_t>(sizeof(bytes))) {
+    return absl::InternalError(absl::StrCat("getrandom failed: ", std::strerror(errno)));
   }
   std::string token;
   for (unsigned char b : bytes) absl::StrAppend(&token, absl::Hex(b, absl::kZeroPad2));
