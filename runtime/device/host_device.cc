@@ -36,8 +36,6 @@ Clock::time_point DeadlineAfter(absl::Duration timeout) {
          absl::ToChronoNanoseconds(std::min(std::max(timeout, absl::ZeroDuration()), kFar));
 }
 
-}  // namespace
-
 // An event's records. Shared with the record and wait ops queued on streams, so the Event
 // may be destroyed before they run. Generation g is the g-th RecordEvent; a wait or
 // synchronize refers to the generation that was latest when it was called.
@@ -50,6 +48,8 @@ struct EventState {
 
   bool DoneLocked(uint64_t generation) const { return pending.count(generation) == 0; }
 };
+
+}  // namespace
 
 class HostDevice::HostEvent final : public Event {
  public:
