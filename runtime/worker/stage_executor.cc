@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "runtime/train/optimizer.h"
+#include "runtime/worker/stage_executor_device_lanes.h"
 
 namespace xhc::worker {
 namespace {
@@ -18,7 +19,7 @@ std::string Name(const char* what, int stage, int mb) { return absl::StrCat(what
 }  // namespace
 
 StageExecutor::StageExecutor(const Config& config, const plan::JobPlan& plan, int rank,
-                             Transport* transport, const Corpus* corpus)
+                             Transport* transport, const Corpus* corpus, device::Device* device)
     : config_(config),
       plan_(plan),
       rank_(rank),
@@ -28,7 +29,8 @@ StageExecutor::StageExecutor(const Config& config, const plan::JobPlan& plan, in
                                                   config.train.batch_size, config.model.seq_len)),
       timeout_(absl::Seconds(config.fault.step_timeout_s)),
       replica_(plan.ReplicaOf(rank)),
-      pipeline_rank_(plan.PipelineRankOf(rank)) {
+      pipeline_rank_(plan.PipelineRankOf(rank)),
+      device_(device) {
   for (int s : plan.StagesOf(pipeline_rank_)) {
     auto ps = std::make_unique<model::ParamSetT<float>>(
         model::BuildStageParams<float>(config.model, plan.stages[s]));
@@ -90,6 +92,10 @@ void StageExecutor::AddSpan(const std::string& name, int track, absl::Time start
   span.set_start_us(static_cast<double>(absl::ToUnixMicros(start)));
   span.set_dur_us(absl::ToDoubleMicroseconds(end - start));
   const double s = absl::ToDoubleSeconds(end - start);
+  if (track == kTransfer) {  // the copy stream's work: shown, never a wait
+    outcome_->spans.push_back(std::move(span));
+    return;
+  }
   (track == kCompute ? outcome_->compute_s
    : track == kComm  ? outcome_->comm_wait_s
                      : outcome_->peer_wait_s) += s;

@@ -12,6 +12,13 @@
 // Micro-batch data comes from the deterministic sampler on the ranks that need it (tokens
 // for stage 0, targets for the loss stage): no data is shipped.
 //
+// On a device (stage_executor_device.cc, docs/design/device-streams.md) the same actions are
+// enqueued instead of run: compute on a compute stream (the backward half of an overlapped
+// F&B pair on a second one), every transfer (posting receives, waiting for them, copying the
+// state between the transport's host buffers and the device, posting sends) on a copy stream,
+// ordered by events; the host waits once, at the step's end, and the spans come from the
+// events. Without a device every action runs on the calling thread.
+//
 // Data parallelism (plan.data_parallel = D > 1): `rank` is the world rank; this executor runs
 // its pipeline rank's actions on its replica's block of micro-batches, and once a held
 // stage's last gradient action of the step is done it launches that stage's exchange with
@@ -19,8 +26,10 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +38,7 @@
 #include "runtime/common/config.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/sampler.h"
+#include "runtime/device/device.h"
 #include "runtime/model/params.h"
 #include "runtime/model/stage.h"
 #include "runtime/plan/plan.h"
@@ -54,8 +64,10 @@ class StageExecutor {
  public:
   // `transport` and `corpus` must outlive the executor. Parameters of every held stage are
   // built and initialised from (seed, name), identically on every layout.
+  // `device`, when given, must outlive the executor too (see the header comment).
   StageExecutor(const Config& config, const plan::JobPlan& plan, int rank, Transport* transport,
-                const Corpus* corpus);
+                const Corpus* corpus, device::Device* device = nullptr);
+  ~StageExecutor();
 
   // Runs step `step` (0-based): the action list, the DualPipe mirror-gradient sums, the global
   // gradient norm (all-reduce) and the AdamW update. With `evaluate`, also the validation
@@ -71,6 +83,10 @@ class StageExecutor {
   }
   int64_t actions_done() const { return actions_done_; }
 
+  // Tests only, with a device: the compute stream no longer waits for a received input's copy
+  // (the mutation a missing WaitEvent would be), so a test can show its checks catch it.
+  void DropInputWaitForTest() { drop_input_wait_for_test_ = true; }
+
  private:
   struct Key {
     int stage, mb;
@@ -81,8 +97,9 @@ class StageExecutor {
     std::unique_ptr<Request> request;
     PayloadStamp expected;
   };
-  // Span tracks (trace.json threads): compute, communication, waiting on peers.
-  enum Track { kCompute = 0, kComm = 1, kPeerWait = 2 };
+  // Span tracks (trace.json threads): compute, communication, waiting on peers, and (on a
+  // device) the copy stream's transfers, which are not waits and count in no total.
+  enum Track { kCompute = 0, kComm = 1, kPeerWait = 2, kTransfer = 3 };
 
   // `index`: the action's place in this rank's list.
   // RunStep's parts, in order.
@@ -130,6 +147,29 @@ class StageExecutor {
   double LocalGradSumOfSquares() const;
   absl::Status ReduceAcrossReplicas();
 
+  // The device path (stage_executor_device.cc): RunActions' counterpart, and its parts.
+  struct DeviceLanes;
+  struct DeviceState;
+  struct DeviceRecv;
+  absl::Status RunActionsOnDevice(int64_t step);
+  absl::Status EnqueueAction(const scheduler::Action& a, size_t index, int64_t step);
+  absl::Status EnqueueForward(int stage, int mb, int64_t step, bool second_stream);
+  absl::Status EnqueueBackwardInput(int stage, int mb, bool second_stream);
+  absl::Status EnqueueBackwardWeight(int stage, int mb, bool second_stream);
+  absl::Status EnqueuePostRecv(bool forward, int stage, int mb, int peer);
+  absl::Status EnqueueSend(bool forward, int stage, int mb, int peer, DeviceState state);
+  absl::Status EnqueueMirror(int stage, int peer);
+  // The input of (stage, mb) made ready for `stream`: received (waited for, copied to the
+  // device) or handed over on this rank.
+  // `waited`: the receive it waited for, if any (its stamp splits the wait in the spans).
+  absl::StatusOr<DeviceState> TakeDeviceInput(bool forward, int stage, int mb,
+                                              device::Stream& stream,
+                                              std::shared_ptr<DeviceRecv>* waited);
+  // `stream` waits for the stage's previous op, wherever it ran; the op's events recorded.
+  absl::Status EnqueueCompute(device::Stream& stream, int stage, const std::string& name,
+                              std::shared_ptr<DeviceRecv> waited, std::function<absl::Status()> op);
+  absl::Status FinishDeviceStep();
+
   Config config_;
   const plan::JobPlan& plan_;
   int rank_;
@@ -173,6 +213,9 @@ class StageExecutor {
   StepOutcome* outcome_ = nullptr;
   int64_t step_ = 0;  // of the step running (payload stamps)
   int64_t actions_done_ = 0;
+  device::Device* device_ = nullptr;
+  std::unique_ptr<DeviceLanes> lanes_;  // with a device: its streams and the step's records
+  bool drop_input_wait_for_test_ = false;
 };
 
 }  // namespace xhc::worker

@@ -319,7 +319,7 @@ absl::StatusOr<StepOutcome> StageExecutor::RunStep(int64_t step, int64_t total_s
   outcome_ = &out;
   const absl::Time t0 = absl::Now();
   ResetForStep(step);
-  absl::Status status = RunActions(step);
+  absl::Status status = device_ != nullptr ? RunActionsOnDevice(step) : RunActions(step);
   if (status.ok()) status = FinishStepTraffic();
   if (status.ok()) status = ApplyUpdate(step, total_steps, &out);
   // Every replica holds the same weights: replica 0 alone runs the validation batches.

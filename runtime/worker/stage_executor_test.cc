@@ -20,99 +20,10 @@
 #include "runtime/data/corpus.h"
 #include "runtime/plan/plan.h"
 #include "runtime/transport/fake_transport.h"
+#include "runtime/worker/pipeline_test_util.h"
 
 namespace xhc::worker {
 namespace {
-
-constexpr int kSteps = 3;
-
-// `stage_layers`: extra pipeline keys ("first_stage_layers: 0, last_stage_layers: 3").
-Config MakeConfig(const std::string& residual, const std::string& schedule, int chunks,
-                  const std::string& stage_layers = "") {
-  absl::StatusOr<Config> c = ParseConfig(absl::StrCat(
-      "model: {d_model: 16, n_layers: 8, n_heads: 2, n_kv_heads: 1, d_ff: 32, seq_len: 8,\n"
-      "        residual: ",
-      residual,
-      "}\n"
-      "optim: {lr: 0.01, warmup_steps: 1}\n"
-      "train: {steps: ",
-      kSteps,
-      ", batch_size: 2, microbatches: 8, seed: 5, eval_every: 0}\n"
-      "pipeline: {schedule: ",
-      schedule, ", chunks: ", chunks, stage_layers.empty() ? "" : ", ", stage_layers, "}\n"));
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
-}
-
-Corpus MakeCorpus() {
-  Corpus c;
-  for (int i = 0; i < 20000; ++i)
-    c.train.push_back(static_cast<uint8_t>("pipelines!"[i % 10] + i % 7));
-  c.val = std::vector<uint8_t>(c.train.begin(), c.train.begin() + 2000);
-  return c;
-}
-
-struct RunResult {
-  std::vector<std::map<int, double>> losses;         // per step: micro-batch -> loss
-  std::map<std::string, std::vector<float>> params;  // canonical copies, by spec name
-  std::vector<absl::Status> errors;                  // per rank, first failure
-  // Data parallelism: the parameters each replica > 0 holds that differ from replica 0's.
-  std::vector<std::string> replica_mismatches;
-};
-
-// Runs `ranks` executors (times `data_parallel` replicas) as threads for kSteps steps.
-RunResult RunPipeline(const Config& config, int pipeline_ranks, int data_parallel = 1) {
-  absl::StatusOr<plan::JobPlan> plan = plan::MakePlan(config, pipeline_ranks, data_parallel);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  const int ranks = plan->world_size();
-  const Corpus corpus = MakeCorpus();
-  auto world = FakeTransport::CreateWorld(ranks);
-  std::vector<std::unique_ptr<StageExecutor>> execs;
-  for (int r = 0; r < ranks; ++r) {
-    execs.push_back(std::make_unique<StageExecutor>(config, *plan, r, world[r].get(), &corpus));
-  }
-  RunResult out;
-  out.losses.resize(kSteps);
-  out.errors.assign(ranks, absl::OkStatus());
-  std::vector<std::vector<std::map<int, double>>> per_rank(
-      ranks, std::vector<std::map<int, double>>(kSteps));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      for (int s = 0; s < kSteps; ++s) {
-        absl::StatusOr<StepOutcome> o = execs[r]->RunStep(s, kSteps, false);
-        if (!o.ok()) {
-          out.errors[r] = o.status();
-          return;
-        }
-        per_rank[r][s] = o->losses;
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < ranks; ++r) {
-    for (int s = 0; s < kSteps; ++s) {
-      for (const auto& [mb, loss] : per_rank[r][s]) out.losses[s][mb] = loss;
-    }
-    for (auto& [stage, ps] : execs[r]->Stages()) {
-      if (!execs[r]->IsCanonical(stage)) continue;
-      for (const auto& p : ps->all()) out.params[p->name] = p->value;
-    }
-  }
-  // Every replica must hold replica 0's weights bit for bit (or they drift apart).
-  for (int r = plan->num_ranks(); r < ranks; ++r) {
-    for (auto& [stage, ps] : execs[r]->Stages()) {
-      for (const auto& p : ps->all()) {
-        const std::vector<float>& want = out.params.at(p->name);
-        if (want.size() != p->value.size() ||
-            std::memcmp(want.data(), p->value.data(), sizeof(float) * want.size()) != 0) {
-          out.replica_mismatches.push_back(absl::StrCat("rank ", r, " ", p->name));
-        }
-      }
-    }
-  }
-  return out;
-}
 
 struct Case {
   std::string schedule;
@@ -121,24 +32,6 @@ struct Case {
   std::string stage_layers = "";  // uneven stages; "" = the even split
   int data_parallel = 1;
 };
-
-// Bit-for-bit equality of two runs' losses and canonical parameters.
-void ExpectSameRun(const RunResult& want, const RunResult& got) {
-  for (int s = 0; s < kSteps; ++s) {
-    ASSERT_EQ(got.losses[s].size(), want.losses[s].size()) << "step " << s;
-    for (const auto& [mb, loss] : want.losses[s]) {
-      EXPECT_EQ(std::memcmp(&got.losses[s].at(mb), &loss, sizeof(double)), 0)
-          << "step " << s << " micro-batch " << mb << ": " << got.losses[s].at(mb) << " vs "
-          << loss;
-    }
-  }
-  ASSERT_EQ(got.params.size(), want.params.size());
-  for (const auto& [name, v] : want.params) {
-    const auto& g = got.params.at(name);
-    ASSERT_EQ(g.size(), v.size()) << name;
-    EXPECT_EQ(std::memcmp(g.data(), v.data(), sizeof(float) * v.size()), 0) << name;
-  }
-}
 
 class StageExecutorTest : public ::testing::TestWithParam<std::string> {};
 

@@ -22,6 +22,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/common/log.h"
 #include "runtime/data/corpus.h"
+#include "runtime/device/device_spec.h"
 #include "runtime/plan/plan.h"
 #include "runtime/train/model_io.h"
 #include "runtime/train/trainer.h"
@@ -133,9 +134,11 @@ proto::StepResult StepResultOf(int64_t step, const StepOutcome& o) {
 // One generation of the data plane: transport + executor, rebuilt after every failure.
 struct DataPlane {
   std::unique_ptr<GlooTransport> transport;
-  std::unique_ptr<StageExecutor> exec;  // destroyed first: its requests use the transport
+  std::unique_ptr<device::Device> device;  // null on `--device cpu`
+  std::unique_ptr<StageExecutor> exec;     // destroyed first: it uses both
   void Reset() {
     exec.reset();
+    device.reset();  // a device an aborted step failed (sticky) is made afresh
     transport.reset();
   }
 };
@@ -150,8 +153,9 @@ absl::Status BuildDataPlane(const proto::Command& cmd, const proto::RegisterResp
   topts.store_prefix = absl::StrCat(reg.job_id(), "/gen", cmd.generation(), "/");
   topts.connect_timeout = absl::Seconds(config.fault.step_timeout_s);
   ASSIGN_OR_RETURN(dp->transport, GlooTransport::Create(topts, kv));
-  dp->exec =
-      std::make_unique<StageExecutor>(config, plan, reg.rank(), dp->transport.get(), &corpus);
+  ASSIGN_OR_RETURN(dp->device, device::MakeDevice(o.device));
+  dp->exec = std::make_unique<StageExecutor>(config, plan, reg.rank(), dp->transport.get(), &corpus,
+                                             dp->device.get());
   if (!cmd.checkpoint_dir().empty()) {
     RETURN_IF_ERROR(LoadResume(cmd.checkpoint_dir(), dp->exec.get()));
   }

@@ -16,7 +16,7 @@ namespace xhc::worker {
 struct WorkerOptions {
   std::string controller;                       // host:port
   std::string token;                            // the job token
-  std::string device = "cpu";                   // cpu | cuda:N
+  std::string device = "cpu";                   // runtime/device/device_spec.h
   std::string advertise_address = "127.0.0.1";  // data-plane address peers connect to
   std::string config_path;                      // optional: refuse a job whose model config differs
   int rank_hint = -1;

@@ -2,6 +2,7 @@
 // gloo on loopback: for every schedule and rank count, every step's micro-batch losses and
 // the checkpointed parameters after step 1 and after the last step are bit-identical to
 // `xhc train` (compared as byte fingerprints, so a NaN can never compare equal by accident),
+// on the CPU path and on the host device's streams (--device host),
 // for every residual type; likewise with uneven stages (pipeline.first_stage_layers /
 // last_stage_layers), built-in and CSV schedules.
 #include <cstring>
@@ -34,6 +35,9 @@ struct Case {
   // the layer counts rank 0 must report for its stages ("1"), so keys that were ignored fail.
   std::string stage_layers = "";
   std::string rank0_layers = "";
+  // The workers' --device ("" = cpu): "host:SEED" runs the executor's stream path on the host
+  // device, every stream operation delayed by a seeded random time.
+  std::string device = "";
 };
 
 constexpr char kExported[] = "exported";
@@ -181,10 +185,11 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
                               c.stage_layers));
     const std::string run =
         absl::StrCat(dir, "/", c.schedule, "_", c.ranks, c.csv.empty() ? "" : "_csv",
-                     c.stage_layers.empty() ? "" : "_uneven");
+                     c.stage_layers.empty() ? "" : "_uneven", c.device.empty() ? "" : "_device");
     const std::string cfg = absl::StrCat(run, ".yaml"), run_log = run + ".log";
     ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", run,
-                                      LaunchArgs(v, c, corpus, run)),
+                                      LaunchArgs(v, c, corpus, run),
+                                      c.device.empty() ? "" : " --device " + c.device),
                          run_log),
               0)
         << ReadText(run_log);
@@ -239,6 +244,12 @@ TEST(ScheduleCsv, DeadlockingCsvIsRefusedBeforeAnyWorkerStarts) {
 // stages), DualPipeV (two stages per rank, V-shaped) and ZB1P (split weight gradients).
 const std::vector<Case> kCoreSchedules = {
     {"1f1b", 2}, {"1f1b", 4}, {"zb1p", 2}, {"dualpipev", 2}, {"dualpipev", 4}};
+// The stream path (runtime/worker/stage_executor_device.cc) on the host device, in real worker
+// processes over gloo: plain stages, DualPipeV's overlapped pairs on two compute streams, and
+// split weight gradients.
+const std::vector<Case> kDeviceSchedules = {{"1f1b", 2, 1, "", "", "", "", "host:3"},
+                                            {"dualpipev", 2, 1, "", "", "", "", "host:5"},
+                                            {"zb1p", 2, 1, "", "", "", "", "host"}};
 // Window 4 keeps layer pairs in one stage: 8 layers give at most 4 stages.
 const std::vector<Case> kPairSchedules = {{"1f1b", 2}, {"1f1b", 4}, {"zb1p", 2}, {"dualpipev", 2}};
 
@@ -258,6 +269,10 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"mhc_torch", "{type: mhc, n_streams: 6, sinkhorn_iters: 6}", kTorchSchedules},
         Variant{"vanilla_torch", "{type: vanilla}", kTorchSchedules},
         Variant{"hc", "{type: hc, n_streams: 4}", kCoreSchedules},
+        Variant{"xhc_host_device",
+                "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                "conv_kernels: [2, 3], sinkhorn_iters: 6}",
+                kDeviceSchedules},
         Variant{"mhc_conv", "{type: mhc, n_streams: 4, conv_kernels: [2, 3], sinkhorn_iters: 6}",
                 kCoreSchedules},
         Variant{"xhc_flash2",

@@ -14,6 +14,7 @@
 #include "runtime/control/dashboard/dashboard_server.h"
 #include "runtime/control/launch/launch_env.h"
 #include "runtime/control/launch/launcher.h"
+#include "runtime/device/device_spec.h"
 #include "runtime/worker/rpc_util.h"
 #include "runtime/worker/worker.h"
 
@@ -41,7 +42,7 @@ absl::Status Launch(const std::vector<std::string>& args) {
                    ParseFlagsOrHelp("launch",
                                     "--config FILE [--workers R] [--data-parallel D] [--steps N] "
                                     "[--out DIR] [--resume RUN_DIR] [--schedule-csv FILE] "
-                                    "[--http HOST:PORT]",
+                                    "[--http HOST:PORT] [--device DEVICE]",
                                     args,
                                     {{"config", "job config (YAML)"},
                                      {"workers",
@@ -53,6 +54,9 @@ absl::Status Launch(const std::vector<std::string>& args) {
                                       "processes"},
                                      {"schedule-csv", kScheduleCsvHelp},
                                      {"http", kHttpHelp},
+                                     {"device",
+                                      "every worker's device: cpu, host, host:SEED "
+                                      "or cuda:N (default cpu)"},
                                      {"steps", "override train.steps"},
                                      {"out", "run directory (default runs/launch-<time>)"},
                                      {"resume",
@@ -76,6 +80,8 @@ absl::Status Launch(const std::vector<std::string>& args) {
   o.data_parallel = static_cast<int>(data_parallel);
   ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
   o.http = flags.Get("http");
+  o.device = flags.Get("device", "cpu");
+  RETURN_IF_ERROR(device::CheckDeviceSpec(o.device));
   std::string schedule = config.pipeline.schedule_csv.empty()
                              ? config.pipeline.schedule
                              : "CSV " + config.pipeline.schedule_csv;
@@ -144,7 +150,9 @@ absl::Status Worker(const std::vector<std::string>& args) {
             "port on the Slurm allocation's first node (default "
             "$XHC_CONTROLLER_PORT, else 7070)"},
            {"token-file", "file holding the job token"},
-           {"device", "cpu or cuda:N (default cpu)"},
+           {"device",
+            "cpu, host, host:SEED (the stream path on CPU threads) or cuda:N "
+            "(default cpu)"},
            {"advertise-address", "data-plane address peers connect to"},
            {"config", "refuse a job whose model config differs from this one"},
            {"rank-hint", "preferred rank (default $RANK, else $SLURM_PROCID)"},
@@ -163,10 +171,7 @@ absl::Status Worker(const std::vector<std::string>& args) {
     o.token = t;
   }
   o.device = flags.Get("device", "cpu");
-  if (o.device != "cpu") {
-    return absl::UnimplementedError(absl::StrCat(
-        "--device ", o.device, ": GPU workers are not available in this build (CPU only)"));
-  }
+  RETURN_IF_ERROR(device::CheckDeviceSpec(o.device));
   o.advertise_address = flags.Get("advertise-address", "127.0.0.1");
   o.config_path = flags.Get("config");
   o.tls = {flags.Get("tls-ca"), flags.Get("tls-cert"), flags.Get("tls-key")};

@@ -33,6 +33,11 @@ absl::Status WriteChromeTrace(const std::string& path, const std::vector<proto::
                       {"pid", r},
                       {"tid", 2},
                       {"args", {{"name", "waiting on peers"}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", r},
+                      {"tid", 3},
+                      {"args", {{"name", "transfers (copy stream)"}}}});
   }
   for (size_t i = 0; i < spans.size(); ++i) {
     const proto::Span& s = spans[i];
@@ -44,7 +49,8 @@ absl::Status WriteChromeTrace(const std::string& path, const std::vector<proto::
                       {"dur", s.dur_us()},
                       {"cat", s.track() == 0   ? "compute"
                               : s.track() == 1 ? "comm"
-                                               : "peer"}});
+                              : s.track() == 2 ? "peer"
+                                               : "transfer"}});
   }
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
   return WriteFileAtomic(path, doc.dump());

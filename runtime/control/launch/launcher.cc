@@ -68,7 +68,8 @@ void Pump(int fd, int index, std::shared_ptr<LastLine> last) {
 }
 
 absl::StatusOr<Child> SpawnWorker(int index, int world_size, int port,
-                                  const std::string& token_file, int threads) {
+                                  const std::string& token_file, int threads,
+                                  const std::string& device) {
   // Everything the child needs is prepared before fork: after it, only exec-safe calls.
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
@@ -122,15 +123,19 @@ void Reap(std::vector<Child>& children, double grace_s) {
 // polls.
 class WorkerProcesses {
  public:
-  WorkerProcesses(int world, int port, std::string token_file, int threads)
-      : world_(world), port_(port), token_file_(std::move(token_file)), threads_(threads) {}
+  WorkerProcesses(int world, int port, std::string token_file, int threads, std::string device)
+      : world_(world),
+        port_(port),
+        token_file_(std::move(token_file)),
+        threads_(threads),
+        device_(std::move(device)) {}
 
   ~WorkerProcesses() { StopWatching(); }
 
   absl::Status StartAll() {
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < world_; ++i) {
-      ASSIGN_OR_RETURN(Child c, SpawnWorker(i, world_, port_, token_file_, threads_));
+      ASSIGN_OR_RETURN(Child c, SpawnWorker(i, world_, port_, token_file_, threads_, device_));
       children_.push_back(std::move(c));
     }
     return absl::OkStatus();
@@ -148,7 +153,7 @@ class WorkerProcesses {
       waitpid(old.pid, &wstatus, 0);
     }
     if (old.pump.joinable()) old.pump.join();
-    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, world_, port_, token_file_, threads_));
+    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, world_, port_, token_file_, threads_, device_));
     children_[rank] = std::move(fresh);
     return absl::OkStatus();
   }
@@ -200,6 +205,7 @@ class WorkerProcesses {
   const int world_, port_;
   const std::string token_file_;
   const int threads_;
+  const std::string device_;
   std::mutex mu_;
   std::vector<Child> children_;  // guarded by mu_
   bool reaped_ = false;          // guarded by mu_
@@ -289,7 +295,8 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   if (!options.http.empty()) {
     ASSIGN_OR_RETURN(dash, StartDashboard(ctl.get(), options.http, token, token_file));
   }
-  WorkerProcesses workers(world, server->port(), token_file, ThreadsPerWorker(world));
+  WorkerProcesses workers(world, server->port(), token_file, ThreadsPerWorker(world),
+                          options.device);
   if (absl::Status started = workers.StartAll(); !started.ok()) {
     ctl->Stop();
     workers.ReapAll(1);

@@ -20,12 +20,13 @@ struct LaunchOptions {
   std::string out_dir;    // run directory
   bool resume = false;    // continue from out_dir/checkpoints
   bool quiet = false;
-  std::string http;  // "HOST:PORT": serve the dashboard and /metrics there ("" = not)
+  std::string http;            // "HOST:PORT": serve the dashboard and /metrics there ("" = not)
+  std::string device = "cpu";  // every worker's --device (runtime/device/device_spec.h)
 };
 
 absl::Status RunLaunch(const Config& config, const LaunchOptions& options);
 
-// 32 random hex characters from /dev/urandom.
+// 32 random hex characters from getrandom(2).
 absl::StatusOr<std::string> NewJobToken();
 
 // Writes `token` to `path` with mode 0600.
