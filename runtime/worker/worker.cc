@@ -195,11 +195,12 @@ class CommandLoop {
       if (!s.ok()) LogWarning("checkpoint report: %s", s.message());
     });
     const std::vector<int> stages = plan_.StagesOf(plan_.PipelineRankOf(rank_));
-    LogInfo("registered: stages [%s], %s, layers [%s]%s", absl::StrJoin(stages, ", "),
+    LogInfo("registered: stages [%s], %s, layers [%s]%s%s", absl::StrJoin(stages, ", "),
             plan_.schedule.type, plan::DescribeStageLayers(plan_, stages),
             plan_.data_parallel > 1
                 ? absl::StrFormat(", replica %d of %d", plan_.ReplicaOf(rank_), plan_.data_parallel)
-                : std::string());
+                : std::string(),
+            o_.device == "cpu" ? std::string() : ", device " + o_.device);
     while (true) {
       ASSIGN_OR_RETURN(proto::Command cmd, commands_.Next());
       proto::StepReport report;
@@ -250,6 +251,7 @@ class CommandLoop {
     {
       std::lock_guard<std::mutex> lock(dp_mu_);
       dp_.transport = std::move(fresh.transport);
+      dp_.device = std::move(fresh.device);
       dp_.exec = std::move(fresh.exec);
     }
     report->mutable_ready();

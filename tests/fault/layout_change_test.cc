@@ -2,7 +2,9 @@
 // workers under 1F1B, or in single-process `xhc train`, and ends bit-identical to the
 // uninterrupted run; likewise for hc and for xhc_flash with window 4 (whose stages hold layer
 // pairs: DualPipeV on 2 workers resumed on 1F1B with 4), and for uneven stages
-// (pipeline.first_stage_layers / last_stage_layers) resumed on the even split and back.
+// (pipeline.first_stage_layers / last_stage_layers) resumed on the even split and back, and
+// across devices: a job whose workers ran on the host device's streams (--device host, the
+// stand-in for a GPU: float32 on disk whatever the device) resumed on the CPU path, and back.
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/util/run_util.h"
@@ -17,7 +19,12 @@ struct Layouts {
   std::string to_schedule;
   int to_workers;
   std::string from_layers = "", to_layers = "";  // extra pipeline keys: uneven stages
+  std::string from_device = "", to_device = "";  // the workers' --device ("" = cpu)
 };
+
+std::string DeviceFlag(const std::string& device) {
+  return device.empty() ? "" : " --device " + device;
+}
 
 std::string Yaml(const std::string& corpus, const std::string& residual,
                  const std::string& schedule, int workers, const std::string& layers) {
@@ -52,21 +59,26 @@ TEST_P(LayoutChange, CheckpointResumesOnAnotherLayoutAndSingleProcess) {
   WriteText(dir + "/to.yaml",
             Yaml(dir + "/corpus.txt", p.residual, p.to_schedule, p.to_workers, p.to_layers));
   const std::string log = dir + "/log.txt", ref = dir + "/ref";
-  ASSERT_EQ(RunCommand(
-                absl::StrCat(XhcBinary(), " launch --config ", dir, "/from.yaml --out ", ref), log),
+  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", dir, "/from.yaml --out ", ref,
+                                    DeviceFlag(p.from_device)),
+                       log),
             0)
       << ReadText(log);
   const std::string want = Tensors(ref);
   ASSERT_FALSE(want.empty());
   // Step 10 of the first layout → the second.
   const std::string a = CopyRunAsOfStep(ref, dir + "/as_other_layout", 10);
-  ASSERT_EQ(
-      RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", a, " --config ", dir, "/to.yaml"),
-                 log),
-      0)
+  ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --resume ", a, " --config ", dir,
+                                    "/to.yaml", DeviceFlag(p.to_device)),
+                       log),
+            0)
       << ReadText(log);
   EXPECT_NE(ReadText(log).find("continuing from " + a + "/checkpoints/step-000010"),
             std::string::npos);
+  if (!p.to_device.empty()) {
+    EXPECT_NE(ReadText(log).find(", device " + p.to_device), std::string::npos)
+        << "the resumed workers did not run on " << p.to_device;
+  }
   EXPECT_TRUE(Tensors(a) == want) << p.to_schedule << " resume differs";
   // Step 10 of the first layout → single process.
   const std::string b = CopyRunAsOfStep(ref, dir + "/as_single", 10);
@@ -95,7 +107,15 @@ INSTANTIATE_TEST_SUITE_P(
         Layouts{"even_to_uneven",
                 "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
                 "conv_kernels: [2]}",
-                "dualpipev", 2, "zb1p", 2, "", "first_stage_layers: 1"}),
+                "dualpipev", 2, "zb1p", 2, "", "first_stage_layers: 1"},
+        Layouts{"host_device_to_cpu",
+                "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                "conv_kernels: [2]}",
+                "dualpipev", 2, "1f1b", 2, "", "", "host:1", ""},
+        Layouts{"cpu_to_host_device",
+                "{type: xhc, n_streams: 6, n_active: 3, n_fixed: 1, "
+                "conv_kernels: [2]}",
+                "1f1b", 2, "dualpipev", 2, "", "", "", "host:2"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

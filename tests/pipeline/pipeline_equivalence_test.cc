@@ -200,6 +200,10 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
       EXPECT_NE(ReadText(run_log).find(placed), std::string::npos) << "want '" << placed << "' in\n"
                                                                    << ReadText(run_log);
     }
+    if (!c.device.empty()) {
+      EXPECT_NE(ReadText(run_log).find(", device " + c.device), std::string::npos)
+          << "the workers did not run on " << c.device;
+    }
     const std::vector<std::string> got = MicrobatchLosses(run);
     ASSERT_EQ(got.size(), want.size());
     // Gradients are summed over micro-batches in double (ParamSetT::AccumulateGrads), so every

@@ -80,7 +80,7 @@ absl::StatusOr<Child> SpawnWorker(int index, int world_size, int port,
         std::string("--token-file"), token_file, std::string("--rank-hint"), absl::StrCat(index),
         // Explicit, so torchrun or Slurm variables around `xhc launch` (say,
         // inside an salloc) never reach the children's world size.
-        std::string("--world-size"), absl::StrCat(world_size)}) {
+        std::string("--world-size"), absl::StrCat(world_size), std::string("--device"), device}) {
     spec.argv.push_back(std::move(arg));
   }
   // Workers share the machine's cores: give each its share of OpenMP threads (an explicit
