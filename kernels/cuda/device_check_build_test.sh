@@ -15,10 +15,23 @@ if [[ ! -x "$nvcc" ]]; then
   exit 0
 fi
 out="${TEST_TMPDIR:-$(mktemp -d)}/device_check"
-log=$(XHC_CHECK_OUT="$out" bash kernels/cuda/device_check.sh --no-bench 2>&1)
+results="${TEST_TMPDIR:-$(mktemp -d)}/device_check_results"
+log=$(XHC_CHECK_OUT="$out" bash kernels/cuda/device_check.sh "$results" --no-bench 2>&1)
 rc=$?
 echo "$log" | tail -n 20
 [[ -x "$out/xhc_cuda_check" ]] || { echo "FAIL: no binary at $out/xhc_cuda_check"; exit 1; }
+# The staged record: every stage it reached, as a table and as JSON that parses.
+for stage in gpu build correctness model_step training pipeline xhc_check; do
+  grep -q "^$stage	" "$results/stages.tsv" || { echo "FAIL: stage $stage not in stages.tsv"; exit 1; }
+done
+if command -v python3 >/dev/null; then
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['stages']) >= 7" \
+    "$results/summary.json" || { echo "FAIL: summary.json does not parse"; exit 1; }
+fi
+if [[ $rc -eq 3 && $(grep -c "nothing was proved" <<<"$log") -ne 1 ]]; then
+  echo "FAIL: without a GPU, 'nothing was proved' must be said in exactly one line"
+  exit 1
+fi
 case $rc in
   0)
     if ! echo "$log" | grep -qE "^correctness: ([0-9]+) of \1 checks passed"; then

@@ -24,7 +24,7 @@ if command -v nvidia-smi > /dev/null; then
 else
   echo "no nvidia-smi" > "$DIR/gpu.txt"
 fi
-bash "$ROOT/kernels/cuda/device_check.sh" --sanitize > "$DIR/check.log" 2>&1
+bash "$ROOT/kernels/cuda/device_check.sh" "$DIR/check" --sanitize > "$DIR/check.log" 2>&1
 rc=$?
 if grep -q "^no CUDA device" "$DIR/check.log"; then
   grep "^no CUDA device" "$DIR/check.log"
