@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_format.h"
+#include "runtime/lab/study/axis.h"
 
 namespace xhc::study {
 namespace {
@@ -94,31 +96,6 @@ class Painter {
   std::vector<std::string> texts_;
 };
 
-// Ticks from 0 to at least v_max: a step of 1, 2 or 5 times a power of ten giving about five
-// intervals, and the decimals that print the step exactly.
-struct Ticks {
-  double step = 1, max = 1;
-  int decimals = 0;
-  std::string Label(int i) const { return absl::StrFormat("%.*f", decimals, step * i); }
-  int count() const { return static_cast<int>(std::lround(max / step)); }
-};
-
-Ticks NiceTicks(double v_max) {
-  Ticks t;
-  if (!(v_max > 0) || !std::isfinite(v_max)) return t;
-  const double raw = v_max / 5, p = std::pow(10.0, std::floor(std::log10(raw)));
-  t.step = 10 * p;
-  for (double m : {1.0, 2.0, 5.0}) {
-    if (m * p >= raw) {
-      t.step = m * p;
-      break;
-    }
-  }
-  t.max = std::ceil(v_max / t.step - 1e-9) * t.step;
-  t.decimals = std::max(0, -static_cast<int>(std::floor(std::log10(t.step) + 1e-9)));
-  return t;
-}
-
 // The plot rectangle, after the margins that the title, tick labels and legend need.
 struct Frame {
   double left, top, right, bottom;
@@ -128,8 +105,8 @@ struct Frame {
 
 // Title, legend (right), y axis with grid, ticks and rotated label. `bottom_room` is what the
 // x-axis labels below the plot need. Returns the plot rectangle.
-Frame DrawFrame(Painter& p, const std::string& title, const std::string& y_label, const Ticks& y,
-                const std::vector<std::string>& series, double bottom_room) {
+Frame DrawFrame(Painter& p, const std::string& title, const std::string& y_label,
+                const AxisTicks& y, const std::vector<std::string>& series, double bottom_room) {
   p.Font(kTitleSize, true);
   p.Text(title, kChartWidth / 2.0, 28, 0.5);
   p.Font(kTickSize);
@@ -173,7 +150,7 @@ std::vector<std::string> DrawBars(cairo_t* cr, const BarChart& c) {
   double v_max = 0;
   for (const auto& row : c.values)
     for (double v : row) v_max = std::max(v_max, v);
-  const Ticks y = NiceTicks(v_max * 1.05);  // headroom above the tallest bar
+  const AxisTicks y = AxisFromZero(v_max * 1.05);  // headroom above the tallest bar
   // Category labels: horizontal if the widest fits its group, else rotated 35 degrees.
   p.Font(kTickSize);
   double label_w = 0;
@@ -191,7 +168,7 @@ std::vector<std::string> DrawBars(cairo_t* cr, const BarChart& c) {
     for (size_t s = 0; s < c.series.size() && s < c.values.size(); ++s) {
       const double v = k < c.values[s].size() ? c.values[s][k] : -1;
       if (v < 0) continue;  // missing: no bar
-      const double h = f.height() * v / y.max;
+      const double h = f.height() * v / y.hi;
       p.Rect(gx + bar_w * s, f.bottom - h, bar_w - 1, h, SeriesColor(s));
     }
     const double cx = f.left + group_w * (k + 0.5);
@@ -207,34 +184,50 @@ std::vector<std::string> DrawBars(cairo_t* cr, const BarChart& c) {
 
 std::vector<std::string> DrawScatter(cairo_t* cr, const ScatterChart& c) {
   Painter p(cr);
-  double v_max = 0, x_max = 0, y_max = 0;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  double x_lo = lo, x_hi = hi;
   for (const auto& pts : c.points) {
     for (const auto& [x, y] : pts) {
-      v_max = std::max({v_max, x, y});
-      x_max = std::max(x_max, x);
-      y_max = std::max(y_max, y);
+      lo = std::min({lo, x, y}), hi = std::max({hi, x, y});
+      x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x);
     }
   }
-  // One scale on both axes, so y = x is the diagonal; 5% headroom keeps dots off the frame.
-  const Ticks t = NiceTicks(v_max * 1.05);
-  const Ticks tx = c.connect ? NiceTicks(x_max * 1.05) : t;
-  const Ticks ty = c.connect ? NiceTicks(y_max * 1.05) : t;
+  if (!std::isfinite(lo)) lo = 0, hi = 1, x_lo = 0, x_hi = 1;
+  AxisTicks tx, ty;
+  if (c.connect) {  // learning curves: axis.h says how each axis fits
+    double x_pos = std::numeric_limits<double>::infinity();  // smallest x > 0
+    for (const auto& pts : c.points) {
+      for (const auto& [x, y] : pts) {
+        if (x > 0) x_pos = std::min(x_pos, x);
+      }
+    }
+    tx = CurvesWantLogX(c.points) ? LogAxis(x_pos, x_hi) : AxisFit(x_lo, x_hi);
+    const auto [y_lo, y_hi] = CurveYRange(c.points);
+    ty = AxisFit(y_lo, y_hi);
+  } else {  // one scale on both axes, so y = x is the diagonal; 5% keeps dots off the frame
+    const double pad = 0.05 * std::max(hi - lo, 1e-9);
+    tx = ty = AxisFit(lo - pad, hi + pad);
+  }
   const Frame f = DrawFrame(p, c.title, c.y_label, ty, c.series, 56);
-  auto px = [&](double x) { return f.left + f.width() * x / tx.max; };
-  auto py = [&](double y) { return f.bottom - f.height() * y / ty.max; };
+  auto px = [&](double x) { return f.left + f.width() * tx.Fraction(x); };
+  auto py = [&](double y) { return f.bottom - f.height() * ty.Fraction(y); };
   p.Font(kTickSize);
   for (int i = 0; i <= tx.count(); ++i) {
-    const double x = px(tx.step * i);
+    const double x = px(tx.Value(i));
     if (i > 0) p.Line(x, f.top, x, f.bottom, kGrid);
     p.Line(x, f.bottom, x, f.bottom + 5, kInk);
     p.Text(tx.Label(i), x, f.bottom + 18, 0.5);
   }
   p.Font(kLabelSize);
-  p.Text(c.x_label, (f.left + f.right) / 2, f.bottom + 42, 0.5);
+  p.Text(c.x_label + (tx.log ? " (log scale)" : ""), (f.left + f.right) / 2, f.bottom + 42, 0.5);
+  // Whatever lies outside the axes' ranges (a curve's first drop) is cut at the frame.
+  cairo_save(p.cr());
+  cairo_rectangle(p.cr(), f.left, f.top, f.width(), f.height());
+  cairo_clip(p.cr());
   if (c.diagonal) {
     const double dashes[] = {5, 4};
     cairo_set_dash(p.cr(), dashes, 2, 0);
-    p.Line(px(0), py(0), px(t.max), py(t.max), kDiagonal);
+    p.Line(px(tx.lo), py(tx.lo), px(tx.hi), py(tx.hi), kDiagonal);
     cairo_set_dash(p.cr(), nullptr, 0, 0);
   }
   for (size_t s = 0; s < c.points.size(); ++s) {
@@ -246,6 +239,7 @@ std::vector<std::string> DrawScatter(cairo_t* cr, const ScatterChart& c) {
     }
     for (const auto& [x, y] : c.points[s]) p.Dot(px(x), py(y), c.connect ? 3 : 4.5, SeriesColor(s));
   }
+  cairo_restore(p.cr());
   return p.TakeTexts();
 }
 

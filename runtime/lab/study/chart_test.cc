@@ -163,6 +163,37 @@ TEST(Chart, ScatterShowsDotsAxisLabelsAndWritesThreeFiles) {
   EXPECT_EQ(ReadWholeFile(base + ".png").value_or(""), *png) << "the file is the rendered PNG";
 }
 
+// Learning curves as the ablation draws them: losses near 2.0 that differ by 0.1, after a
+// first drop from 5.5, one variant ten times as expensive. The y ticks span the curves'
+// values, not 0 to 4 or the first drop; x is logarithmic.
+TEST(Chart, LearningCurvesFitTheirAxesToTheData) {
+  ScatterChart c;
+  c.title = "Validation loss vs training FLOPs";
+  c.x_label = "training FLOPs";
+  c.y_label = "validation loss";
+  c.diagonal = false;
+  c.connect = true;
+  c.series = {"xhc", "mhc16"};
+  for (double x_max : {10.0, 100.0}) {
+    std::vector<std::pair<double, double>> pts = {{x_max / 100, 5.5}};
+    for (int i = 1; i <= 10; ++i) pts.push_back({x_max * i / 10, 2.0 + x_max / 1000 + 0.3 / i});
+    c.points.push_back(pts);
+  }
+  absl::StatusOr<std::string> svg = RenderChart(c, ChartFormat::kSvg);
+  ASSERT_TRUE(svg.ok()) << svg.status();
+  // The drawn labels, one per line, from the SVG's <desc> (chart.h).
+  const size_t a = svg->find("<desc>"), b = svg->find("</desc>");
+  ASSERT_NE(a, std::string::npos);
+  const std::string labels = "\n" + svg->substr(a + 6, b - a - 6) + "\n";
+  EXPECT_NE(labels.find("\ntraining FLOPs (log scale)\n"), std::string::npos) << labels;
+  EXPECT_NE(labels.find("\n2.00\n"), std::string::npos) << "a y tick at the curves' level\n"
+                                                        << labels;
+  EXPECT_EQ(labels.find("\n4\n"), std::string::npos) << labels;
+  EXPECT_EQ(labels.find("\n5.50\n"), std::string::npos) << "the first drop set the range\n"
+                                                        << labels;
+  EXPECT_NE(labels.find("\n100\n"), std::string::npos) << "decade ticks on x\n" << labels;
+}
+
 TEST(Chart, AnUnwritableDirectoryIsAnErrorNamingTheFile) {
   const absl::Status s = WriteChartFiles(kBars, "/nonexistent-dir/chart");
   EXPECT_FALSE(s.ok());
