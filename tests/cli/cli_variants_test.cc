@@ -2,6 +2,7 @@
 // writes a checkpoint, `xhc eval --checkpoint` evaluates it and dumps the
 // gradients as safetensors (residual maps by spec name), `xhc sample` generates text, and
 // invalid variant settings are refused naming the key.
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -99,6 +100,34 @@ TEST(CliVariants, InvalidVariantSettingsNameTheKey) {
                        log),
             0);
   EXPECT_NE(ReadText(log).find("model.residual.window"), std::string::npos) << ReadText(log);
+}
+
+// Counts on the command line below their minimum are refused naming the flag, before anything
+// runs or is written (`--steps -3` used to run the config's steps).
+TEST(CliVariants, CountsBelowTheirMinimumAreRefusedNamingTheFlag) {
+  const std::string dir = FreshDir("cli_counts");
+  WriteText(dir + "/corpus.txt", "just enough text to name a corpus\n");
+  WriteText(dir + "/config.yaml", Yaml("{type: vanilla}", dir + "/corpus.txt"));
+  const std::string log = dir + "/log.txt", cfg = dir + "/config.yaml";
+  const std::pair<std::string, std::string> bad[] = {
+      {"train --steps -3", "--steps: must be at least 1 (got -3)"},
+      {"train --steps 0", "--steps: must be at least 1 (got 0)"},
+      {"launch --workers 0", "--workers: must be at least 1"},
+      {"launch --data-parallel -1", "--data-parallel: must be at least 1"},
+      {"launch --steps -5", "--steps: must be at least 1"}};
+  for (const auto& [args, message] : bad) {
+    const std::string out = dir + "/never";
+    EXPECT_NE(
+        RunCommand(absl::StrCat(XhcBinary(), " ", args, " --config ", cfg, " --out ", out), log), 0)
+        << args;
+    EXPECT_NE(ReadText(log).find(message), std::string::npos) << args << ":\n" << ReadText(log);
+    EXPECT_FALSE(std::filesystem::exists(out)) << args << " wrote its run directory";
+  }
+  EXPECT_NE(
+      RunCommand(absl::StrCat(XhcBinary(), " sample --checkpoint ", dir, " --prompt hi --tokens 0"),
+                 log),
+      0);
+  EXPECT_NE(ReadText(log).find("--tokens: must be at least 1"), std::string::npos) << ReadText(log);
 }
 
 // `xhc schedule --config F` reports peak activation memory in bytes for F's model: each held

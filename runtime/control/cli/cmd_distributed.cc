@@ -74,11 +74,11 @@ absl::Status Launch(const std::vector<std::string>& args) {
   if (config_path.empty()) return absl::InvalidArgumentError("missing required flag --config");
   ASSIGN_OR_RETURN(Config config, LoadConfigFile(config_path));
   UseScheduleCsvFlag(flags, config);
-  ASSIGN_OR_RETURN(int64_t workers, flags.GetInt("workers", 0));
+  ASSIGN_OR_RETURN(int64_t workers, flags.GetCount("workers", 0));
   o.workers = static_cast<int>(workers);
-  ASSIGN_OR_RETURN(int64_t data_parallel, flags.GetInt("data-parallel", 0));
+  ASSIGN_OR_RETURN(int64_t data_parallel, flags.GetCount("data-parallel", 0));
   o.data_parallel = static_cast<int>(data_parallel);
-  ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
+  ASSIGN_OR_RETURN(o.steps, flags.GetCount("steps", -1));
   o.http = flags.Get("http");
   o.device = flags.Get("device", "cpu");
   RETURN_IF_ERROR(device::CheckDeviceSpec(o.device));
@@ -109,8 +109,8 @@ absl::StatusOr<worker::WorkerOptions> LaunchedWorkerOptions(const Flags& flags) 
   launch::LaunchFlags lf;
   lf.controller = flags.Get("controller");
   lf.controller_port = flags.Get("controller-port");
-  ASSIGN_OR_RETURN(int64_t hint, flags.GetInt("rank-hint", -1));
-  ASSIGN_OR_RETURN(int64_t world, flags.GetInt("world-size", 0));
+  ASSIGN_OR_RETURN(int64_t hint, flags.GetCount("rank-hint", -1, 0));
+  ASSIGN_OR_RETURN(int64_t world, flags.GetCount("world-size", 0));
   lf.rank_hint = static_cast<int>(hint);
   lf.world_size = static_cast<int>(world);
   ASSIGN_OR_RETURN(launch::WorkerLaunch where,
@@ -207,11 +207,11 @@ absl::Status Controller(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(Config config, LoadConfigFile(flags.Get("config")));
   UseScheduleCsvFlag(flags, config);
   controller::ControllerOptions o;
-  ASSIGN_OR_RETURN(int64_t workers, flags.GetInt("workers", config.pipeline.workers));
+  ASSIGN_OR_RETURN(int64_t workers, flags.GetCount("workers", config.pipeline.workers));
   o.workers = static_cast<int>(workers);
-  ASSIGN_OR_RETURN(int64_t data_parallel, flags.GetInt("data-parallel", 0));
+  ASSIGN_OR_RETURN(int64_t data_parallel, flags.GetCount("data-parallel", 0));
   o.data_parallel = static_cast<int>(data_parallel);
-  ASSIGN_OR_RETURN(o.steps, flags.GetInt("steps", -1));
+  ASSIGN_OR_RETURN(o.steps, flags.GetCount("steps", -1));
   o.run_dir = flags.Get("out", "runs/job");
   o.resume = flags.GetBool("resume");
   o.register_timeout_s = 3600;

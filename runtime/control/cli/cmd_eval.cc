@@ -52,8 +52,8 @@ absl::Status Eval(const std::vector<std::string>& args) {
             "(runtime/lab/ablation/diagnostics.h)",
             true},
            {"diagnostics-out", "also write them to this file (atomically)"}}));
-  ASSIGN_OR_RETURN(int64_t B, flags.GetInt("batch", 0));
-  ASSIGN_OR_RETURN(int64_t T, flags.GetInt("seq-len", 0));
+  ASSIGN_OR_RETURN(int64_t B, flags.GetCount("batch", 0));
+  ASSIGN_OR_RETURN(int64_t T, flags.GetCount("seq-len", 0));
   if (B < 1) return absl::InvalidArgumentError("--batch must be >= 1");
   if (T < 1) return absl::InvalidArgumentError("--seq-len must be >= 1");
   ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelFromFlags(flags, static_cast<int>(T)));

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "base/hash.h"
 #include "base/status_macros.h"
 #include "runtime/control/cli/cli_util.h"
@@ -44,8 +45,12 @@ absl::Status Sample(const std::vector<std::string>& args) {
                         {"tokens", "bytes to generate (default 200)"},
                         {"temperature", "softmax temperature, 0 = greedy (default 0.8)"},
                         {"seed", "sampling seed (default 1)"}}));
-  ASSIGN_OR_RETURN(int64_t num_tokens, flags.GetInt("tokens", 200));
+  ASSIGN_OR_RETURN(int64_t num_tokens, flags.GetCount("tokens", 200));
   ASSIGN_OR_RETURN(double temperature, flags.GetDouble("temperature", 0.8));
+  if (!(temperature >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--temperature: must be at least 0 (got ", flags.Get("temperature"), ")"));
+  }
   ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 1));
   ASSIGN_OR_RETURN(LoadedModel loaded, LoadModelFromFlags(flags, 0));
   const int window = loaded.config.seq_len;

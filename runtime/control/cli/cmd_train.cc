@@ -20,7 +20,7 @@ absl::Status Train(const std::vector<std::string>& args) {
                         {"resume", "continue from OUT/checkpoints", true, false}}));
   ASSIGN_OR_RETURN(Config config, LoadConfigFile(flags.Get("config")));
   train::TrainOptions options;
-  ASSIGN_OR_RETURN(options.steps, flags.GetInt("steps", -1));
+  ASSIGN_OR_RETURN(options.steps, flags.GetCount("steps", -1));
   options.out_dir = flags.Get("out", DefaultRunDir("train"));
   options.resume = flags.GetBool("resume");
   if (options.resume && !flags.Has("out")) {

@@ -68,6 +68,17 @@ absl::StatusOr<int64_t> Flags::GetInt(const std::string& name, int64_t fallback)
   return v;
 }
 
+absl::StatusOr<int64_t> Flags::GetCount(const std::string& name, int64_t fallback,
+                                        int64_t min) const {
+  if (!Has(name)) return fallback;
+  absl::StatusOr<int64_t> v = GetInt(name, fallback);
+  if (v.ok() && *v < min) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": must be at least ", min, " (got ", *v, ")"));
+  }
+  return v;
+}
+
 absl::StatusOr<double> Flags::GetDouble(const std::string& name, double fallback) const {
   if (!Has(name)) return fallback;
   double v;

@@ -30,6 +30,10 @@ class Flags {
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::string Get(const std::string& name, const std::string& fallback = "") const;
   absl::StatusOr<int64_t> GetInt(const std::string& name, int64_t fallback) const;
+  // A count the user gives (steps, workers, tokens): when present it must be at least `min`,
+  // or the flag is refused by name; `fallback` when absent (it may be a "not given" marker).
+  absl::StatusOr<int64_t> GetCount(const std::string& name, int64_t fallback,
+                                   int64_t min = 1) const;
   absl::StatusOr<double> GetDouble(const std::string& name, double fallback) const;
   bool GetBool(const std::string& name) const { return Has(name); }
   const std::vector<std::string>& positional() const { return positional_; }

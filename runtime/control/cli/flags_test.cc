@@ -32,5 +32,17 @@ TEST(Flags, ErrorsNameTheFlag) {
   EXPECT_FALSE(f->GetInt("steps", 0).ok());
 }
 
+TEST(Flags, CountsBelowTheirMinimumNameTheFlag) {
+  const std::vector<FlagSpec> specs = {{"steps", "steps"}, {"rank-hint", "rank"}};
+  absl::StatusOr<Flags> f = Flags::Parse({"--steps", "-3", "--rank-hint", "0"}, specs);
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<int64_t> steps = f->GetCount("steps", -1);
+  ASSERT_FALSE(steps.ok());
+  EXPECT_EQ(steps.status().message(), "--steps: must be at least 1 (got -3)");
+  EXPECT_EQ(*f->GetCount("rank-hint", -1, 0), 0);
+  absl::StatusOr<Flags> none = Flags::Parse({}, specs);
+  EXPECT_EQ(*none->GetCount("steps", -1), -1) << "absent: the fallback, whatever it is";
+}
+
 }  // namespace
 }  // namespace xhc
