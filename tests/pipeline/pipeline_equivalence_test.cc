@@ -4,7 +4,9 @@
 // `xhc train` (compared as byte fingerprints, so a NaN can never compare equal by accident),
 // on the CPU path and on the host device's streams (--device host),
 // for every residual type; likewise with uneven stages (pipeline.first_stage_layers /
-// last_stage_layers), built-in and CSV schedules.
+// last_stage_layers), built-in and CSV schedules. Every launch also shows the topology it ran
+// (topology_check.h): the workers that registered, each rank's stages, and each rank's F/I/W
+// spans in order against the asked schedule's lists, built by the scheduler itself.
 #include <cstring>
 #include <map>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/pipeline/topology_check.h"
 #include "tests/util/run_util.h"
 
 namespace xhc::testing {
@@ -187,9 +190,9 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
         absl::StrCat(dir, "/", c.schedule, "_", c.ranks, c.csv.empty() ? "" : "_csv",
                      c.stage_layers.empty() ? "" : "_uneven", c.device.empty() ? "" : "_device");
     const std::string cfg = absl::StrCat(run, ".yaml"), run_log = run + ".log";
+    const std::string launch_args = LaunchArgs(v, c, corpus, run);
     ASSERT_EQ(RunCommand(absl::StrCat(XhcBinary(), " launch --config ", cfg, " --out ", run,
-                                      LaunchArgs(v, c, corpus, run),
-                                      c.device.empty() ? "" : " --device " + c.device),
+                                      launch_args, c.device.empty() ? "" : " --device " + c.device),
                          run_log),
               0)
         << ReadText(run_log);
@@ -204,6 +207,14 @@ TEST_P(PipelineEquivalence, MatchesSingleProcessBitForBit) {
       EXPECT_NE(ReadText(run_log).find(", device " + c.device), std::string::npos)
           << "the workers did not run on " << c.device;
     }
+    Asked asked;
+    asked.type = c.csv.empty() ? c.schedule : "";
+    asked.ranks = c.ranks;
+    asked.chunks = c.chunks;
+    asked.config_path = cfg;
+    asked.schedule_csv = launch_args.empty() ? "" : run + ".csv";
+    asked.in_order = c.device.empty();
+    ExpectTopology(asked, kSteps, ReadText(run_log), run);
     const std::vector<std::string> got = MicrobatchLosses(run);
     ASSERT_EQ(got.size(), want.size());
     // Gradients are summed over micro-batches in double (ParamSetT::AccumulateGrads), so every
