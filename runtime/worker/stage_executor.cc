@@ -85,9 +85,11 @@ std::map<int, model::ParamSetT<float>*> StageExecutor::Stages() {
   return out;
 }
 
-void StageExecutor::AddSpan(const std::string& name, int track, absl::Time start, absl::Time end) {
+void StageExecutor::AddSpan(const std::string& name, int track, absl::Time start, absl::Time end,
+                            int mb) {
   proto::Span span;
   span.set_name(name);
+  if (mb >= 0) span.set_microbatch(plan_.GlobalMicrobatch(replica_, mb));
   span.set_track(track);
   span.set_start_us(static_cast<double>(absl::ToUnixMicros(start)));
   span.set_dur_us(absl::ToDoubleMicroseconds(end - start));
@@ -222,7 +224,7 @@ absl::Status StageExecutor::Forward(int stage, int mb, int64_t step) {
   const absl::Time t0 = absl::Now();
   ASSIGN_OR_RETURN(double loss, m.Forward(mb, batch.batch, batch.inputs.data(),
                                           batch.targets.data(), x_in, output.data()));
-  AddSpan(Name("F", stage, mb), 0, t0, absl::Now());
+  AddSpan(Name("F", stage, mb), kCompute, t0, absl::Now(), mb);
   buffers_.Give(std::move(input));
   if (last) {
     outcome_->losses[plan_.GlobalMicrobatch(replica_, mb)] = loss;
@@ -255,7 +257,7 @@ absl::Status StageExecutor::BackwardInput(int stage, int mb) {
   }
   const absl::Time t0 = absl::Now();
   RETURN_IF_ERROR(m.BackwardInput(mb, 1.0 / config_.train.microbatches, dx_out, dx_in.data()));
-  AddSpan(Name("I", stage, mb), 0, t0, absl::Now());
+  AddSpan(Name("I", stage, mb), kCompute, t0, absl::Now(), mb);
   buffers_.Give(std::move(grad));
   if (stage == 0) return absl::OkStatus();
   if (const int prev = plan_.schedule.RankOf(stage - 1, mb); prev == pipeline_rank_) {
@@ -278,7 +280,7 @@ absl::Status StageExecutor::BackwardWeight(int stage, int mb, bool last) {
   } else {
     RETURN_IF_ERROR(models_.at(stage)->BackwardWeight(mb));
   }
-  AddSpan(Name("W", stage, mb), 0, t0, absl::Now());
+  AddSpan(Name("W", stage, mb), kCompute, t0, absl::Now(), mb);
   return absl::OkStatus();
 }
 

@@ -133,7 +133,8 @@ class StageExecutor {
                                                const char* what);
   absl::Status Evaluate(StepOutcome* out);
   absl::Status FinishSends();
-  void AddSpan(const std::string& name, int track, absl::Time start, absl::Time end);
+  // `mb` >= 0: a compute span's micro-batch of this replica (the span records its global number).
+  void AddSpan(const std::string& name, int track, absl::Time start, absl::Time end, int mb = -1);
   // A blocking wait on data that `ready` says became available at that time: split into a
   // peer-wait span and an exposed-communication span named `name`.
   void AddWaitSpans(const std::string& name, absl::Time start, absl::Time end, absl::Time ready);
@@ -166,7 +167,7 @@ class StageExecutor {
                                               device::Stream& stream,
                                               std::shared_ptr<DeviceRecv>* waited);
   // `stream` waits for the stage's previous op, wherever it ran; the op's events recorded.
-  absl::Status EnqueueCompute(device::Stream& stream, int stage, const std::string& name,
+  absl::Status EnqueueCompute(device::Stream& stream, int stage, int mb, const std::string& name,
                               std::shared_ptr<DeviceRecv> waited, std::function<absl::Status()> op);
   absl::Status FinishDeviceStep();
 

@@ -171,7 +171,7 @@ absl::StatusOr<StageExecutor::DeviceState> StageExecutor::TakeDeviceInput(
                                           " has no input (neither received nor produced here)"));
 }
 
-absl::Status StageExecutor::EnqueueCompute(device::Stream& stream, int stage,
+absl::Status StageExecutor::EnqueueCompute(device::Stream& stream, int stage, int mb,
                                            const std::string& name,
                                            std::shared_ptr<DeviceRecv> waited,
                                            std::function<absl::Status()> op) {
@@ -186,7 +186,7 @@ absl::Status StageExecutor::EnqueueCompute(device::Stream& stream, int stage,
   RETURN_IF_ERROR(device_->RecordEvent(*end, stream));
   L.stage_last[stage] = end;
   L.records.push_back(
-      {name, kCompute, &stream, std::move(start), std::move(end), std::move(waited)});
+      {name, kCompute, &stream, std::move(start), std::move(end), std::move(waited), mb});
   return absl::OkStatus();
 }
 
@@ -218,7 +218,7 @@ absl::Status StageExecutor::EnqueueForward(int stage, int mb, int64_t step, bool
   double* loss = &L.losses.at(mb);
   char* has_loss = &L.has_loss.at(mb);
   RETURN_IF_ERROR(EnqueueCompute(
-      stream, stage, OpName("F", stage, mb), std::move(waited),
+      stream, stage, mb, OpName("F", stage, mb), std::move(waited),
       [m, mb, batch, x_in, x_out, loss, has_loss, last]() -> absl::Status {
         ASSIGN_OR_RETURN(const double l, m->Forward(mb, batch->batch, batch->inputs.data(),
                                                     batch->targets.data(), x_in, x_out));
@@ -260,7 +260,7 @@ absl::Status StageExecutor::EnqueueBackwardInput(int stage, int mb, bool second_
   float* dx_in = dx.buffer ? dx.buffer->as<float>() : nullptr;
   const double scale = 1.0 / config_.train.microbatches;
   RETURN_IF_ERROR(EnqueueCompute(
-      stream, stage, OpName("I", stage, mb), std::move(waited),
+      stream, stage, mb, OpName("I", stage, mb), std::move(waited),
       [m, mb, scale, dx_out, dx_in] { return m->BackwardInput(mb, scale, dx_out, dx_in); }));
   if (grad.buffer != nullptr) L.retired.push_back(grad);
   if (stage == 0) return absl::OkStatus();
@@ -278,7 +278,7 @@ absl::Status StageExecutor::EnqueueBackwardWeight(int stage, int mb, bool second
   // leave at REDUCE_GRAD (EnqueueMirror), from the copy stream.
   device::Stream& stream = second_stream ? *lanes_->compute_b : *lanes_->compute;
   model::StageModel* m = models_.at(stage).get();
-  return EnqueueCompute(stream, stage, OpName("W", stage, mb), nullptr,
+  return EnqueueCompute(stream, stage, mb, OpName("W", stage, mb), nullptr,
                         [m, mb] { return m->BackwardWeight(mb); });
 }
 
@@ -354,7 +354,7 @@ absl::Status StageExecutor::FinishDeviceStep() {
                    absl::FromUnixMicros(r.waited->send_unix_us));
     }
     it->second = std::max(it->second, end);
-    AddSpan(r.name, r.track, start, end);
+    AddSpan(r.name, r.track, start, end, r.mb);
   }
   // The copy stream posted every send; the step ends with them delivered, as on the CPU path.
   const absl::Time d0 = absl::Now();

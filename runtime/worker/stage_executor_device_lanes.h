@@ -48,6 +48,7 @@ struct StageExecutor::DeviceLanes {
     const device::Stream* stream;
     std::shared_ptr<device::Event> start, end;
     std::shared_ptr<DeviceRecv> waited;  // the received input a compute op waited for
+    int mb = -1;                         // a compute op's micro-batch
   };
   std::vector<Record> records;  // in enqueue order
   struct Send {

@@ -7,6 +7,9 @@
 // (replica 0 alone writes), and a checkpoint written at D = 2 resumes at D = 1 and ends
 // bit-identical to the uninterrupted run.
 #include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kSteps = 8;
+constexpr int kMicrobatches = 8;  // train.microbatches: the global batch, split over replicas
 
 struct Grid {
   std::string schedule;
@@ -95,7 +99,32 @@ class DataParallel : public ::testing::Test {
     EXPECT_NE(ReadText(run_log).find(absl::StrCat("replica 1 of ", g.replicas)), std::string::npos)
         << "no worker ran as replica 1:\n"
         << ReadText(run_log);
+    ExpectEachReplicaComputedItsBlock(run, g);
     return run;
+  }
+
+  // Each replica's ranks computed exactly their replica's block of micro-batches (the trace's
+  // compute spans carry the job-wide micro-batch), and together every micro-batch: a replica
+  // that contributed zeros while another computed its block would still match `xhc train`.
+  void ExpectEachReplicaComputedItsBlock(const std::string& run, const Grid& g) {
+    nlohmann::json doc =
+        nlohmann::json::parse(ReadText(run + "/trace.json"), nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(doc.is_discarded()) << run << "/trace.json";
+    const int per_replica = kMicrobatches / g.replicas;
+    std::map<int, std::set<int>> computed;  // world rank -> micro-batches of its F spans
+    for (const nlohmann::json& e : doc["traceEvents"]) {
+      if (e.value("ph", "") != "X" || e.value("name", "").rfind("F", 0) != 0) continue;
+      if (!e.contains("args") || !e["args"].contains("microbatch")) continue;
+      computed[e.value("pid", -1)].insert(e["args"]["microbatch"].get<int>());
+    }
+    ASSERT_EQ(static_cast<int>(computed.size()), g.pipeline_ranks * g.replicas)
+        << "ranks with forward spans";
+    for (const auto& [rank, mbs] : computed) {
+      const int replica = rank / g.pipeline_ranks;
+      std::set<int> want;
+      for (int m = 0; m < per_replica; ++m) want.insert(replica * per_replica + m);
+      EXPECT_EQ(mbs, want) << "rank " << rank << " (replica " << replica << ")";
+    }
   }
 
   std::string dir_ = FreshDir("data_parallel"), corpus_ = dir_ + "/corpus.txt";

@@ -41,12 +41,15 @@ absl::Status WriteChromeTrace(const std::string& path, const std::vector<proto::
   }
   for (size_t i = 0; i < spans.size(); ++i) {
     const proto::Span& s = spans[i];
+    nlohmann::json args = nlohmann::json::object();
+    if (s.has_microbatch()) args["microbatch"] = s.microbatch();
     events.push_back({{"ph", "X"},
                       {"name", s.name()},
                       {"pid", ranks[i]},
                       {"tid", s.track()},
                       {"ts", s.start_us() - t0},
                       {"dur", s.dur_us()},
+                      {"args", args},
                       {"cat", s.track() == 0   ? "compute"
                               : s.track() == 1 ? "comm"
                               : s.track() == 2 ? "peer"
