@@ -91,6 +91,18 @@ TEST(ShapedLaunch, SameLossesNoSameHostCopyBoundaryBytesOnTheShapedLinksNothingL
       << ReadText(plain_log);
   const std::vector<std::string> plain = CommittedMicrobatchLosses(dir + "/plain");
   ASSERT_EQ(plain.size(), 8u);
+  // Without CAP_NET_ADMIN the option is refused, not run unshaped (root drops it here).
+  const std::string refused_log = dir + "/refused.log";
+  const std::string drop = getuid() == 0 && !Tool("setpriv").empty()
+                               ? Tool("setpriv") + " --bounding-set -net_admin,-sys_admin "
+                               : "";
+  EXPECT_NE(RunCommand(absl::StrCat(drop, XhcBinary(), " launch --config ", config, " --out ", dir,
+                                    "/refused --link-bandwidth 1gbit"),
+                       refused_log),
+            0);
+  EXPECT_NE(ReadText(refused_log).find("--link-bandwidth: cannot make a network namespace"),
+            std::string::npos)
+      << ReadText(refused_log);
   if (const std::string why = EnterOwnNetwork(); !why.empty()) GTEST_SKIP() << why;
 
   // Shaped by the config key.
