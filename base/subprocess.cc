@@ -1,5 +1,6 @@
 #include "base/subprocess.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,6 +56,11 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
       dup2(spec.output_fd, STDOUT_FILENO);
       dup2(spec.output_fd, STDERR_FILENO);
       if (spec.output_fd > STDERR_FILENO) close(spec.output_fd);
+    }
+    if (spec.netns_fd >= 0 && setns(spec.netns_fd, CLONE_NEWNET) != 0) {
+      const char msg[] = "setns(CLONE_NEWNET) failed before exec\n";
+      (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+      _exit(126);
     }
     execve(argv[0], argv.data(), envp.data());
     const char msg[] = "exec failed\n";

@@ -21,6 +21,10 @@ struct SpawnSpec {
   std::vector<std::pair<std::string, std::string>> env;
   int output_fd = -1;              // >= 0: the child's stdout and stderr go here
   bool new_process_group = false;  // the child leads its own group (kill(-pid) reaps all)
+  // >= 0: the child enters this network namespace (setns, between fork and exec) before it
+  // runs the program, so /proc/self/exe stays the program's own (base/netns.h). A failed
+  // setns ends the child with code 126 before exec, saying so on its output.
+  int netns_fd = -1;
 };
 
 // Starts the child; returns its pid.

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/bandwidth.h"
 #include "base/file_read.h"
 #include "base/status_macros.h"
 #include "runtime/common/config_reader.h"
@@ -158,6 +159,12 @@ absl::Status ReadPipeline(ConfigReader& p, int n_layers, PipelineConfig* pc) {
   RETURN_IF_ERROR(ReadStageLayers(p, "first_stage_layers", n_layers, &pc->first_stage_layers));
   RETURN_IF_ERROR(ReadStageLayers(p, "last_stage_layers", n_layers, &pc->last_stage_layers));
   RETURN_IF_ERROR(p.Get("data_parallel", &pc->data_parallel));
+  ConfigReader link({}, "");
+  RETURN_IF_ERROR(p.Child("link", &link));
+  std::string bandwidth;
+  RETURN_IF_ERROR(link.Get("bandwidth", &bandwidth));
+  RETURN_IF_ERROR(link.Finish());
+  ASSIGN_OR_RETURN(pc->link_bandwidth_bits_per_s, ParseBandwidth(bandwidth, link.Key("bandwidth")));
   RETURN_IF_ERROR(p.Finish());
   if (!pc->schedule_csv.empty() && (has_schedule || has_chunks)) {
     // The CSV says which stages each rank holds and in what order it runs them.

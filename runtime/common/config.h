@@ -89,6 +89,12 @@ struct PipelineConfig {
   // replica r taking the contiguous block of train.microbatches / data_parallel micro-batches
   // starting at r * (train.microbatches / data_parallel); the global batch is unchanged.
   int data_parallel = 1;
+  // pipeline.link.bandwidth: `xhc launch` runs each worker in its own network namespace with
+  // its data-plane egress shaped to this rate ("1gbit"; base/bandwidth.h), the control plane
+  // unshaped and the same-host copy off, so one machine has a cluster's compute /
+  // communication ratio (runtime/control/launch/shaped_links.h). 0: unshaped (one host's
+  // loopback and memory copies). Only `xhc launch` reads it; `--link-bandwidth` overrides.
+  int64_t link_bandwidth_bits_per_s = 0;
 };
 
 struct CheckpointConfig {

@@ -94,6 +94,9 @@ TEST(Config, BadInputNamesTheKey) {
   ExpectRejected("pipeline: {data_parallel: 0}\n", "pipeline.data_parallel");
   ExpectRejected("train: {microbatches: 4}\npipeline: {data_parallel: 3}\n",
                  "pipeline.data_parallel: 3 replicas cannot split train.microbatches = 4");
+  ExpectRejected("pipeline: {link: {bandwidth: fast}}\n", "pipeline.link.bandwidth");
+  ExpectRejected("pipeline: {link: {bandwidth: 10kbit}}\n", "pipeline.link.bandwidth");
+  ExpectRejected("pipeline: {link: {latency: 1ms}}\n", "pipeline.link.latency");
   ExpectRejected("checkpoint: {keep: 0}\n", "checkpoint.keep");
   ExpectRejected("fault: {heartbeat_timeout: 0}\n", "fault.heartbeat_timeout");
   ExpectRejected("model: [1, 2]\n", "model");
@@ -108,6 +111,15 @@ TEST(Config, DataParallelDefaultsToOneAndParses) {
       ParseConfig("train: {microbatches: 8}\npipeline: {workers: 2, data_parallel: 4}\n");
   ASSERT_TRUE(dp.ok()) << dp.status();
   EXPECT_EQ(dp->pipeline.data_parallel, 4);
+}
+
+TEST(Config, LinkBandwidthIsUnshapedByDefaultAndParses) {
+  absl::StatusOr<Config> plain = ParseConfig("pipeline: {workers: 2}\n");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->pipeline.link_bandwidth_bits_per_s, 0);
+  absl::StatusOr<Config> shaped = ParseConfig("pipeline: {workers: 2, link: {bandwidth: 1gbit}}\n");
+  ASSERT_TRUE(shaped.ok()) << shaped.status();
+  EXPECT_EQ(shaped->pipeline.link_bandwidth_bits_per_s, 1'000'000'000);
 }
 
 TEST(Config, MissingFileIsNotFound) {

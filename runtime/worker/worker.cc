@@ -207,7 +207,7 @@ class CommandLoop {
       report.set_rank(rank_);
       report.set_generation(cmd.generation());
       switch (cmd.kind()) {
-        case proto::Command::SHUTDOWN: return absl::OkStatus();
+        case proto::Command::SHUTDOWN: LogSameHostTotal(); return absl::OkStatus();
         case proto::Command::ABORT: TearDown(); continue;
         case proto::Command::RESUME:
           if (!Resume(cmd, &report)) continue;
@@ -230,8 +230,24 @@ class CommandLoop {
  private:
   void TearDown() {
     std::lock_guard<std::mutex> lock(dp_mu_);
-    dp_.Reset();
+    ResetDataPlane();
     LogWarning("step aborted by the controller; data plane torn down");
+  }
+
+  // Under dp_mu_. Keeps the count of the messages the torn-down transport took over the
+  // same-host path, for the line at shutdown.
+  void ResetDataPlane() {
+    if (dp_.transport) same_host_received_ += dp_.transport->same_host_received();
+    dp_.Reset();
+  }
+
+  // The job's evidence of which path the states took: a shaped launch (same-host copy off)
+  // must show 0 here (docs/design/shaped-links.md).
+  // The data plane stays: an asynchronous checkpoint shard may still be reading it.
+  void LogSameHostTotal() {
+    std::lock_guard<std::mutex> lock(dp_mu_);
+    LogInfo("transport: rank %d: %d messages received over the same-host path", rank_,
+            same_host_received_ + (dp_.transport ? dp_.transport->same_host_received() : 0));
   }
 
   // A new data plane for the command's generation; false where a newer generation has been
@@ -239,7 +255,7 @@ class CommandLoop {
   bool Resume(const proto::Command& cmd, proto::StepReport* report) {
     {
       std::lock_guard<std::mutex> lock(dp_mu_);
-      dp_.Reset();
+      ResetDataPlane();
     }
     if (cmd.generation() < latest_generation_.load()) return false;  // superseded already
     // Built outside the lock (the rendezvous can take a while), then published. A newer
@@ -286,6 +302,7 @@ class CommandLoop {
   std::mutex dp_mu_;  // guards dp_.transport against the reader thread's Abort
   std::atomic<int> latest_generation_{0};
   std::atomic<int64_t> progress_{0};  // actions executed, updated after every command
+  uint64_t same_host_received_ = 0;   // guarded by dp_mu_: of every transport torn down
   CommandStream commands_;            // last: its reader thread uses the members above
 };
 

@@ -7,16 +7,12 @@
 // single-process run. When the link comes back the old worker must be fenced out (its stream
 // and reports refused, a new registration from its namespace refused), never a second worker
 // for rank 1.
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/launch/tiny_job.h"
+#include "tests/util/own_network.h"
 #include "tests/util/run_util.h"
 
 namespace xhc::testing {
@@ -39,30 +36,6 @@ constexpr int kPort = 7070;              // the namespace is ours: every port is
 
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-bool WriteProc(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.flush();
-  return static_cast<bool>(f);
-}
-
-// Moves this (single-threaded) process into a new user namespace, where it is root, and a
-// new network namespace owned by it. Returns "" or why not.
-std::string EnterOwnNetwork() {
-  const uid_t uid = getuid();
-  const gid_t gid = getgid();
-  if (unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) {
-    return absl::StrCat("unshare(CLONE_NEWUSER | CLONE_NEWNET): ", std::strerror(errno),
-                        " (user namespaces disabled here?)");
-  }
-  if (!WriteProc("/proc/self/setgroups", "deny") ||
-      !WriteProc("/proc/self/uid_map", absl::StrCat("0 ", uid, " 1")) ||
-      !WriteProc("/proc/self/gid_map", absl::StrCat("0 ", gid, " 1"))) {
-    return "cannot write this user namespace's uid/gid maps";
-  }
-  return "";
 }
 
 // Absolute path of a system tool (Bazel's test PATH may lack /sbin), or "".

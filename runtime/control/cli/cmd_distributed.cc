@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/bandwidth.h"
 #include "base/status_macros.h"
 #include "proto/xhc.grpc.pb.h"
 #include "runtime/control/cli/cli_util.h"
@@ -42,7 +43,7 @@ absl::Status Launch(const std::vector<std::string>& args) {
                    ParseFlagsOrHelp("launch",
                                     "--config FILE [--workers R] [--data-parallel D] [--steps N] "
                                     "[--out DIR] [--resume RUN_DIR] [--schedule-csv FILE] "
-                                    "[--http HOST:PORT] [--device DEVICE]",
+                                    "[--http HOST:PORT] [--device DEVICE] [--link-bandwidth RATE]",
                                     args,
                                     {{"config", "job config (YAML)"},
                                      {"workers",
@@ -57,6 +58,11 @@ absl::Status Launch(const std::vector<std::string>& args) {
                                      {"device",
                                       "every worker's device: cpu, host, host:SEED "
                                       "or cuda:N (default cpu)"},
+                                     {"link-bandwidth",
+                                      "run each worker in its own network namespace, its "
+                                      "data plane shaped to RATE (1gbit, 200mbit; off = "
+                                      "unshaped; default pipeline.link.bandwidth); needs "
+                                      "root or CAP_NET_ADMIN and iproute2"},
                                      {"steps", "override train.steps"},
                                      {"out", "run directory (default runs/launch-<time>)"},
                                      {"resume",
@@ -82,6 +88,10 @@ absl::Status Launch(const std::vector<std::string>& args) {
   o.http = flags.Get("http");
   o.device = flags.Get("device", "cpu");
   RETURN_IF_ERROR(device::CheckDeviceSpec(o.device));
+  if (flags.Has("link-bandwidth")) {
+    ASSIGN_OR_RETURN(o.link_bandwidth_bits_per_s,
+                     ParseBandwidth(flags.Get("link-bandwidth"), "--link-bandwidth"));
+  }
   std::string schedule = config.pipeline.schedule_csv.empty()
                              ? config.pipeline.schedule
                              : "CSV " + config.pipeline.schedule_csv;

@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/netns.h"
 #include "base/self_exec.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
@@ -32,7 +33,10 @@
 #include "runtime/control/controller/controller.h"
 #include "runtime/control/controller/controller_service.h"
 #include "runtime/control/dashboard/dashboard_server.h"
+#include "runtime/control/launch/shaped_links.h"
 #include "runtime/data/corpus.h"
+#include "runtime/plan/plan.h"
+#include "scheduler/action.h"
 
 namespace xhc::launch {
 namespace fs = std::filesystem;
@@ -67,17 +71,17 @@ void Pump(int fd, int index, std::shared_ptr<LastLine> last) {
   std::fclose(in);
 }
 
-absl::StatusOr<Child> SpawnWorker(int index, int world_size, int port,
+absl::StatusOr<Child> SpawnWorker(int index, int world_size, const std::string& controller,
                                   const std::string& token_file, int threads,
-                                  const std::string& device) {
+                                  const std::string& device, const ShapedLinks* links) {
   // Everything the child needs is prepared before fork: after it, only exec-safe calls.
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   SpawnSpec spec;
   spec.argv = SelfCommand();
   for (std::string arg :
-       {std::string("worker"), std::string("--controller"), absl::StrCat("127.0.0.1:", port),
-        std::string("--token-file"), token_file, std::string("--rank-hint"), absl::StrCat(index),
+       {std::string("worker"), std::string("--controller"), controller, std::string("--token-file"),
+        token_file, std::string("--rank-hint"), absl::StrCat(index),
         // Explicit, so torchrun or Slurm variables around `xhc launch` (say,
         // inside an salloc) never reach the children's world size.
         std::string("--world-size"), absl::StrCat(world_size), std::string("--device"), device}) {
@@ -87,6 +91,15 @@ absl::StatusOr<Child> SpawnWorker(int index, int world_size, int port,
   // OMP_NUM_THREADS from the user wins).
   if (std::getenv("OMP_NUM_THREADS") == nullptr) {
     spec.env = {{"OMP_NUM_THREADS", absl::StrCat(threads)}};
+  }
+  if (links != nullptr) {
+    // In its own namespace (a restart re-enters the same one), gloo bound to the shaped
+    // interface, and no same-host copy: process_vm_readv crosses namespaces, so it would
+    // carry the states past the shaping.
+    spec.netns_fd = links->netns_fd(index);
+    spec.argv.push_back("--advertise-address");
+    spec.argv.push_back(links->data_address(index));
+    spec.env.push_back({"XHC_SAME_HOST_COPY", "0"});
   }
   spec.output_fd = fds[1];
   absl::StatusOr<pid_t> pid = Spawn(spec);
@@ -123,19 +136,22 @@ void Reap(std::vector<Child>& children, double grace_s) {
 // polls.
 class WorkerProcesses {
  public:
-  WorkerProcesses(int world, int port, std::string token_file, int threads, std::string device)
+  WorkerProcesses(int world, std::string controller, std::string token_file, int threads,
+                  std::string device, const ShapedLinks* links)
       : world_(world),
-        port_(port),
+        controller_(std::move(controller)),
         token_file_(std::move(token_file)),
         threads_(threads),
-        device_(std::move(device)) {}
+        device_(std::move(device)),
+        links_(links) {}
 
   ~WorkerProcesses() { StopWatching(); }
 
   absl::Status StartAll() {
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < world_; ++i) {
-      ASSIGN_OR_RETURN(Child c, SpawnWorker(i, world_, port_, token_file_, threads_, device_));
+      ASSIGN_OR_RETURN(Child c,
+                       SpawnWorker(i, world_, controller_, token_file_, threads_, device_, links_));
       children_.push_back(std::move(c));
     }
     return absl::OkStatus();
@@ -153,7 +169,8 @@ class WorkerProcesses {
       waitpid(old.pid, &wstatus, 0);
     }
     if (old.pump.joinable()) old.pump.join();
-    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, world_, port_, token_file_, threads_, device_));
+    ASSIGN_OR_RETURN(Child fresh, SpawnWorker(rank, world_, controller_, token_file_, threads_,
+                                              device_, links_));
     children_[rank] = std::move(fresh);
     return absl::OkStatus();
   }
@@ -202,10 +219,11 @@ class WorkerProcesses {
                               WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : WTERMSIG(wstatus), last));
   }
 
-  const int world_, port_;
-  const std::string token_file_;
+  const int world_;
+  const std::string controller_, token_file_;
   const int threads_;
   const std::string device_;
+  const ShapedLinks* const links_;  // null: unshaped, in the launcher's namespace
   std::mutex mu_;
   std::vector<Child> children_;  // guarded by mu_
   bool reaped_ = false;          // guarded by mu_
@@ -244,6 +262,49 @@ absl::StatusOr<std::unique_ptr<dashboard::DashboardServer>> StartDashboard(
   return dash;
 }
 
+// Bytes of the stage-boundary messages world rank `rank` sends in one step: one state
+// ([batch_size x seq_len, n_streams, d_model] floats, the payload stamp left out) per
+// SEND_F / SEND_B of its lowered actions. Evaluation passes, replica and mirror gradient
+// sums come on top, so this is a lower bound of what its data interface carries.
+int64_t BoundaryBytesPerStep(const Config& config, const plan::JobPlan& plan, int rank) {
+  const int64_t state_bytes = int64_t{config.train.batch_size} * config.model.seq_len *
+                              config.model.residual.n_streams * config.model.d_model *
+                              int64_t{sizeof(float)};
+  int64_t sends = 0;
+  for (const scheduler::Action& a : plan.lowered[plan.PipelineRankOf(rank)]) {
+    sends += a.type == scheduler::ActionType::kSendF || a.type == scheduler::ActionType::kSendB;
+  }
+  return sends * state_bytes;
+}
+
+// After a shaped job: what each worker's shaped interface sent against the boundary bytes
+// the schedule had it send, in the log and in RUN_DIR/links.json (for tests and studies).
+absl::Status ReportLinks(const ShapedLinks& links, const Config& config, const plan::JobPlan& plan,
+                         int64_t steps, const std::string& out_dir) {
+  ASSIGN_OR_RETURN(std::vector<InterfaceCounters> counters, links.DataCounters());
+  std::string json =
+      absl::StrCat("{\"bandwidth_bits_per_s\": ", links.bits_per_s(), ", \"steps\": ", steps,
+                   ", \"same_host_copy\": false", ", \"namespaces\": [");
+  const std::vector<std::string> ids = links.NamespaceIds();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    absl::StrAppend(&json, i ? ", " : "", "\"", ids[i], "\"");
+  }
+  absl::StrAppend(&json, "], \"host_interface\": \"", links.host_interface(), "\", \"ranks\": [");
+  for (int r = 0; r < links.workers(); ++r) {
+    const int64_t boundary = BoundaryBytesPerStep(config, plan, r) * steps;
+    LogInfo("links: rank %d: %s sent %d bytes, received %d (its schedule's boundary sends: %d)", r,
+            ShapedLinks::kDataInterface, counters[r].tx_bytes, counters[r].rx_bytes, boundary);
+    absl::StrAppend(
+        &json, r ? ", " : "", "{\"rank\": ", r, ", \"tx_bytes\": ", counters[r].tx_bytes,
+        ", \"rx_bytes\": ", counters[r].rx_bytes, ", \"boundary_bytes\": ", boundary, "}");
+  }
+  absl::StrAppend(&json, "]}\n");
+  std::ofstream out(fs::path(out_dir) / "links.json");
+  out << json;
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", out_dir, "/links.json"));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> NewJobToken() {
@@ -280,23 +341,34 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
                    controller::Controller::Create(config, copts));
   // Workers run on this machine: check their corpus here too, before any process starts.
   RETURN_IF_ERROR(LoadTrainingCorpus(config).status());
+  // Data parallelism multiplies the processes: data_parallel replicas of the pipeline.
+  const int world = ctl->plan().world_size();
+  const int64_t bandwidth = options.link_bandwidth_bits_per_s >= 0
+                                ? options.link_bandwidth_bits_per_s
+                                : config.pipeline.link_bandwidth_bits_per_s;
+  // Shaped: the links exist before the controller listens on their control address, and
+  // outlive every worker (declared before them, destroyed after).
+  std::unique_ptr<ShapedLinks> links;
+  if (bandwidth > 0) {
+    ASSIGN_OR_RETURN(links, ShapedLinks::Create(world, bandwidth));
+    LogInfo("links: %s", links->Describe());
+  }
+  const std::string listen_host = links ? links->controller_address() : "127.0.0.1";
   std::error_code ec;
   fs::create_directories(options.out_dir, ec);
   ASSIGN_OR_RETURN(std::string token, NewJobToken());
   const std::string token_file = (fs::path(options.out_dir) / ".job-token").string();
   RETURN_IF_ERROR(WriteTokenFile(token_file, token));
   ASSIGN_OR_RETURN(std::unique_ptr<controller::ControllerServer> server,
-                   controller::ControllerServer::Start(ctl.get(), "127.0.0.1:0", token, {}));
-  // Data parallelism multiplies the processes: data_parallel replicas of the pipeline.
-  const int world = ctl->plan().world_size();
-  LogInfo("controller listening on 127.0.0.1:%d; starting %d workers (%s, %d replica(s))",
+                   controller::ControllerServer::Start(ctl.get(), listen_host + ":0", token, {}));
+  LogInfo("controller listening on %s:%d; starting %d workers (%s, %d replica(s))", listen_host,
           server->port(), world, ctl->plan().schedule.type, ctl->plan().data_parallel);
   std::unique_ptr<dashboard::DashboardServer> dash;
   if (!options.http.empty()) {
     ASSIGN_OR_RETURN(dash, StartDashboard(ctl.get(), options.http, token, token_file));
   }
-  WorkerProcesses workers(world, server->port(), token_file, ThreadsPerWorker(world),
-                          options.device);
+  WorkerProcesses workers(world, absl::StrCat(listen_host, ":", server->port()), token_file,
+                          ThreadsPerWorker(world), options.device, links.get());
   if (absl::Status started = workers.StartAll(); !started.ok()) {
     ctl->Stop();
     workers.ReapAll(1);
@@ -307,6 +379,13 @@ absl::Status RunLaunch(const Config& config, const LaunchOptions& options) {
   absl::Status status = ctl->Run();
   workers.ReapAll(status.ok() ? 30 : 5);
   ctl->Stop();
+  if (links) {
+    if (absl::Status reported = ReportLinks(*links, config, ctl->plan(),
+                                            ctl->View(-1, -1).num_steps_recorded, options.out_dir);
+        !reported.ok()) {
+      LogWarning("links: %s", reported.message());
+    }
+  }
   if (dash) dash->Shutdown();
   server->Shutdown();
   return status;
