@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "base/strict_skip.h"
 #include "gtest/gtest.h"
 
 namespace xhc {
@@ -64,7 +65,7 @@ TEST(PeerMemoryTest, ReadsAnotherProcessesBufferWhole) {
   absl::Status status = ReadPeerMemory(child.pid(), reinterpret_cast<uint64_t>(data.data()),
                                        copy.data(), copy.size() * sizeof(float));
   if (!status.ok() && absl::StrContains(status.message(), "Operation not permitted")) {
-    GTEST_SKIP() << "process_vm_readv is not permitted here: " << status;
+    XHC_SKIP_OR_FAIL("process_vm_readv is not permitted here: " << status);
   }
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(copy, data);
@@ -78,7 +79,7 @@ TEST(PeerMemoryTest, ProbeAcceptsTheOfferingProcessOnlyWithItsOwnNonce) {
   offer.nonce = nonce ^ 0x5a5a;  // what the child holds at that address
   uint64_t probe = 0;
   if (!ReadPeerMemory(child.pid(), offer.nonce_addr, &probe, sizeof(probe)).ok()) {
-    GTEST_SKIP() << "process_vm_readv is not permitted here";
+    XHC_SKIP_OR_FAIL("process_vm_readv is not permitted here");
   }
   EXPECT_TRUE(CanReadPeer(offer, true));
   EXPECT_FALSE(CanReadPeer(offer, false));  // this side switched off

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/strict_skip.h"
 #include "gtest/gtest.h"
 #include "tests/dashboard/dashboard_job.h"
 #include "tests/dashboard/png_pixels.h"
@@ -68,7 +69,7 @@ class DashboardBrowser : public ::testing::Test {
  protected:
   void SetUp() override {
     if (access(kChromium, X_OK) != 0) {
-      GTEST_SKIP() << kChromium << " not installed (Debian package chromium; setup.sh)";
+      XHC_SKIP_OR_FAIL(kChromium << " not installed (Debian package chromium; setup.sh)");
     }
   }
   std::string dir_ = FreshDir("dashboard_browser");

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/strict_skip.h"
 #include "base/subprocess.h"
 #include "gtest/gtest.h"
 #include "tests/dashboard/dashboard_job.h"
@@ -88,8 +89,8 @@ nlohmann::json MetricsLine(const std::string& run_dir, const std::string& key, i
 
 TEST(DashboardHttp, PrometheusScrapesTheValuesOfMetricsJsonl) {
   if (access(kPrometheus, X_OK) != 0 || access(kPromtool, X_OK) != 0) {
-    GTEST_SKIP() << kPrometheus << " or " << kPromtool
-                 << " not installed (Debian package prometheus; setup.sh)";
+    XHC_SKIP_OR_FAIL(kPrometheus << " or " << kPromtool
+                                 << " not installed (Debian package prometheus; setup.sh)");
   }
   const std::string dir = FreshDir("dashboard_prometheus");
   DashboardJob job(dir, "127.0.0.1:0");

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/strict_skip.h"
 #include "gtest/gtest.h"
 #include "tests/util/run_util.h"
 
@@ -102,8 +103,8 @@ TEST(ControlPlane, WorkerOnSecondAddressJoinsAndTrains) {
   const std::string dir = FreshDir("netns");
   if (!MakeNamespace(ns, host_ip, ns_ip, dir + "/netns.log")) {
     RunCommand("ip netns del " + ns, dir + "/netns.log");
-    GTEST_SKIP() << "cannot create a network namespace here (needs root and iproute2): "
-                 << ReadText(dir + "/netns.log");
+    XHC_SKIP_OR_FAIL("cannot create a network namespace here (needs root and iproute2): "
+                     << ReadText(dir + "/netns.log"));
   }
   Job job = StartController("netns_job", host_ip);
   const std::string tok = absl::StrCat("--token-file ", job.dir, "/token");

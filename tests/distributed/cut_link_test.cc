@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/strict_skip.h"
 #include "gtest/gtest.h"
 #include "tests/launch/tiny_job.h"
 #include "tests/util/own_network.h"
@@ -92,15 +93,16 @@ TEST(CutLink, WorkerBehindADownedLinkIsReplacedAndFencedWhenTheLinkReturns) {
   const std::string dir = FreshDir("cut_link");
   const std::string ip = Tool("ip"), nsenter = Tool("nsenter"), unshare_bin = Tool("unshare");
   if (ip.empty() || nsenter.empty() || unshare_bin.empty()) {
-    GTEST_SKIP() << "needs ip (iproute2), nsenter and unshare (util-linux); setup.sh installs "
-                    "iproute2";
+    XHC_SKIP_OR_FAIL(
+        "needs ip (iproute2), nsenter and unshare (util-linux); setup.sh installs "
+        "iproute2");
   }
   const std::string config = JobConfig(dir);
   // The reference first, outside any namespace games.
   absl::StatusOr<std::vector<std::string>> single = SingleProcessLosses(dir, config);
   ASSERT_TRUE(single.ok()) << single.status();
   ASSERT_EQ(single->size(), static_cast<size_t>(kSteps));
-  if (const std::string why = EnterOwnNetwork(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = EnterOwnNetwork(); !why.empty()) XHC_SKIP_OR_FAIL(why);
 
   // The far namespace: held open by a sleeping process, joined by the veth pair vxa | vxb.
   const std::string nslog = dir + "/netns.log";

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/strict_skip.h"
 #include "gtest/gtest.h"
 #include "tests/launch/tiny_job.h"
 #include "tests/util/run_util.h"
@@ -67,8 +68,8 @@ void ExpectRefused(const Refusal& r, const std::vector<std::string>& reasons) {
 TEST(MutualTls, SignedWorkersTrainAndEveryoneElseIsRefusedSayingWhy) {
   const std::string dir = FreshDir("mutual_tls");
   if (RunCommand("openssl version", dir + "/openssl.log") != 0) {
-    GTEST_SKIP() << "openssl is not installed (setup.sh installs it): "
-                 << ReadText(dir + "/openssl.log");
+    XHC_SKIP_OR_FAIL(
+        "openssl is not installed (setup.sh installs it): " << ReadText(dir + "/openssl.log"));
   }
   const std::string pki = dir + "/pki";
   ASSERT_EQ(RunCommand(absl::StrCat("mkdir -p ", pki, " && ", PkiScript(pki)), dir + "/pki.log"), 0)

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "base/strict_skip.h"
 #include "gtest/gtest.h"
 #include "tests/launch/tiny_job.h"
 #include "tests/util/own_network.h"
@@ -78,7 +79,7 @@ std::string LeftOver(const std::set<std::string>& ids, const std::string& interf
 }
 
 TEST(ShapedLaunch, SameLossesNoSameHostCopyBoundaryBytesOnTheShapedLinksNothingLeft) {
-  if (Tool("ip").empty() || Tool("tc").empty()) GTEST_SKIP() << "needs iproute2 (setup.sh)";
+  if (Tool("ip").empty() || Tool("tc").empty()) XHC_SKIP_OR_FAIL("needs iproute2 (setup.sh)");
   const std::string dir = FreshDir("shaped_launch");
   const std::string config = WriteTinyJob(dir, 8);
   // The reference: the same launch, unshaped, before this process leaves the machine's
@@ -103,7 +104,7 @@ TEST(ShapedLaunch, SameLossesNoSameHostCopyBoundaryBytesOnTheShapedLinksNothingL
   EXPECT_NE(ReadText(refused_log).find("--link-bandwidth: cannot make a network namespace"),
             std::string::npos)
       << ReadText(refused_log);
-  if (const std::string why = EnterOwnNetwork(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = EnterOwnNetwork(); !why.empty()) XHC_SKIP_OR_FAIL(why);
 
   // Shaped by the config key.
   const std::string shaped_config = dir + "/shaped.yaml";

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/bandwidth.h"
+#include "base/strict_skip.h"
 #include "gtest/gtest.h"
 #include "runtime/control/launch/shaped_links.h"
 #include "tests/util/own_network.h"
@@ -103,9 +104,9 @@ Measured Measure(int64_t bits_per_s) {
 TEST(ShapedLink, DataPlaneRunsAtTheConfiguredRateAndTheControlPlaneDoesNot) {
   for (const char* tool : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
     if (access(tool, X_OK) == 0) break;
-    if (std::string(tool) == "/bin/ip") GTEST_SKIP() << "needs iproute2 (setup.sh installs it)";
+    if (std::string(tool) == "/bin/ip") XHC_SKIP_OR_FAIL("needs iproute2 (setup.sh installs it)");
   }
-  if (const std::string why = EnterOwnNetwork(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = EnterOwnNetwork(); !why.empty()) XHC_SKIP_OR_FAIL(why);
   const int64_t slow = 200'000'000, fast = 400'000'000;
   const Measured a = Measure(slow), b = Measure(fast);
   ASSERT_GT(a.data_s, 0);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/strict_skip.h"
 #include "gtest/gtest.h"
 #include "tests/launch/slurm_cluster.h"
 #include "tests/launch/tiny_job.h"
@@ -45,7 +46,7 @@ struct ShortTempDir {
 };
 
 TEST(SlurmLaunch, SbatchExampleTrainsLikeXhcTrain) {
-  if (const std::string why = SlurmUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = SlurmUnavailableReason(); !why.empty()) XHC_SKIP_OR_FAIL(why);
   const auto start = std::chrono::steady_clock::now();
   const std::string dir = FreshDir("slurm_launch");
   const std::string config = WriteTinyJob(dir, kSteps);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/strict_skip.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
@@ -58,8 +59,8 @@ class TorchLoader : public ::testing::Test {
         new std::string(TorchPython(FreshDir("torch_probe") + "/probe.txt"));
     python_ = *python;  // probed once: importing torch takes a second
     if (python_.empty()) {
-      GTEST_SKIP() << "no python3 with torch, numpy and yaml (Debian: apt-get install "
-                      "python3-torch python3-yaml; or set XHC_TORCH_PYTHON)";
+      XHC_SKIP_OR_FAIL("no python3 with torch, numpy and yaml (Debian: apt-get install "
+                       "python3-torch python3-yaml; or set XHC_TORCH_PYTHON)");
     }
   }
 

@@ -15,6 +15,9 @@ fail() {
 }
 
 if ! unshare -r -m -p -f true 2>/dev/null; then
+  if [[ "${XHC_STRICT:-0}" == "1" ]]; then
+    fail "XHC_STRICT=1 and this machine cannot make user + mount + PID namespaces"
+  fi
   echo "[  SKIPPED ] Bundle.RunsInABareRoot (no unprivileged user + mount + PID namespaces here)"
   exit 0
 fi
