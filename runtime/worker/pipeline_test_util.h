@@ -127,22 +127,40 @@ inline RunResult RunPipeline(const Config& config, int pipeline_ranks, int data_
   return out;
 }
 
-// Bit-for-bit equality of two runs' losses and canonical parameters.
-inline void ExpectSameRun(const RunResult& want, const RunResult& got) {
-  for (int s = 0; s < kSteps; ++s) {
-    ASSERT_EQ(got.losses[s].size(), want.losses[s].size()) << "step " << s;
+// The first way `got` differs from `want` in losses or canonical parameters, bit for bit ("" when
+// it does not).
+inline std::string FirstRunDifference(const RunResult& want, const RunResult& got) {
+  if (got.losses.size() != want.losses.size()) return "a different number of steps";
+  for (size_t s = 0; s < want.losses.size(); ++s) {
+    if (got.losses[s].size() != want.losses[s].size()) {
+      return absl::StrCat("step ", s, ": ", got.losses[s].size(), " losses, want ",
+                          want.losses[s].size());
+    }
     for (const auto& [mb, loss] : want.losses[s]) {
-      EXPECT_EQ(std::memcmp(&got.losses[s].at(mb), &loss, sizeof(double)), 0)
-          << "step " << s << " micro-batch " << mb << ": " << got.losses[s].at(mb) << " vs "
-          << loss;
+      auto it = got.losses[s].find(mb);
+      if (it == got.losses[s].end()) return absl::StrCat("step ", s, ": no micro-batch ", mb);
+      if (std::memcmp(&it->second, &loss, sizeof(double)) != 0) {
+        return absl::StrCat("step ", s, " micro-batch ", mb, ": ", it->second, " vs ", loss);
+      }
     }
   }
-  ASSERT_EQ(got.params.size(), want.params.size());
-  for (const auto& [name, v] : want.params) {
-    const auto& g = got.params.at(name);
-    ASSERT_EQ(g.size(), v.size()) << name;
-    EXPECT_EQ(std::memcmp(g.data(), v.data(), sizeof(float) * v.size()), 0) << name;
+  if (got.params.size() != want.params.size()) {
+    return absl::StrCat(got.params.size(), " parameters, want ", want.params.size());
   }
+  for (const auto& [name, v] : want.params) {
+    auto it = got.params.find(name);
+    if (it == got.params.end()) return name + " missing";
+    if (it->second.size() != v.size() ||
+        std::memcmp(it->second.data(), v.data(), sizeof(float) * v.size()) != 0) {
+      return name + " differs";
+    }
+  }
+  return "";
+}
+
+// Bit-for-bit equality of two runs' losses and canonical parameters.
+inline void ExpectSameRun(const RunResult& want, const RunResult& got) {
+  EXPECT_EQ(FirstRunDifference(want, got), "");
 }
 
 }  // namespace xhc::worker

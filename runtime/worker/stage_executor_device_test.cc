@@ -30,26 +30,6 @@ DeviceFactory HostDevices(uint64_t seed, int64_t max_delay_us,
   };
 }
 
-bool SameBits(const RunResult& a, const RunResult& b) {
-  for (int s = 0; s < kSteps; ++s) {
-    if (a.losses[s].size() != b.losses[s].size()) return false;
-    for (const auto& [mb, loss] : a.losses[s]) {
-      auto it = b.losses[s].find(mb);
-      if (it == b.losses[s].end() || std::memcmp(&it->second, &loss, sizeof(double)) != 0) {
-        return false;
-      }
-    }
-  }
-  for (const auto& [name, v] : a.params) {
-    auto it = b.params.find(name);
-    if (it == b.params.end() || it->second.size() != v.size() ||
-        std::memcmp(it->second.data(), v.data(), sizeof(float) * v.size()) != 0) {
-      return false;
-    }
-  }
-  return a.params.size() == b.params.size();
-}
-
 struct Case {
   std::string schedule;
   int ranks;
@@ -97,12 +77,12 @@ TEST(StageExecutorOnDevice, AMissingWaitForAReceivedInputIsCaught) {
   const auto slow_copies = HostDevices(seed, 0, {{"copy", {20000, 30000}}});
   const RunResult with_wait = RunPipeline(config, 2, 1, slow_copies);
   for (const absl::Status& e : with_wait.errors) ASSERT_TRUE(e.ok()) << e;
-  EXPECT_TRUE(SameBits(want, with_wait)) << "with its waits the device run must match";
+  EXPECT_EQ(FirstRunDifference(want, with_wait), "") << "with its waits the device run must match";
   const RunResult without =
       RunPipeline(config, 2, 1, slow_copies, [](StageExecutor& e) { e.DropInputWaitForTest(); });
   bool failed = false;
   for (const absl::Status& e : without.errors) failed |= !e.ok();
-  EXPECT_TRUE(failed || !SameBits(want, without))
+  EXPECT_TRUE(failed || !FirstRunDifference(want, without).empty())
       << "a run that skips the wait for its received inputs matched the CPU path: the "
          "comparison the schedules rely on would not catch a missing wait";
 }
