@@ -2,10 +2,8 @@
 // abort) has no test here yet: that needs one GPU per rank, which no machine of ours has had.
 #include "runtime/transport/nccl_transport.h"
 
-#include <cstdlib>
-#include <string>
-
 #include "gtest/gtest.h"
+#include "kernels/cuda/cuda_status.h"
 #include "runtime/transport/memory_kv_store.h"
 
 namespace xhc {
@@ -20,8 +18,7 @@ TEST(NcclTransport, UnavailableWithoutAGpuIsAClearError) {
   o.world_size = 1;
   absl::StatusOr<std::unique_ptr<Transport>> t = CreateNcclTransport(o, &store);
   if (t.ok()) {
-    const char* strict = std::getenv("XHC_STRICT_GPU");
-    if (strict != nullptr && std::string(strict) == "1") {
+    if (cuda::StrictGpu()) {
       FAIL() << "XHC_STRICT_GPU=1: a GPU is present and the NCCL data plane has no test yet";
     }
     GTEST_SKIP() << "a CUDA device is present: the no-GPU error path is not exercised here";
